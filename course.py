@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""One entry point for the course: set up, open, test, re-execute.
+
+    python3 course.py lab        set up .venv and open the course in JupyterLab
+    python3 course.py test       set up .venv and run every test (pytest + strict nbval)
+    python3 course.py execute    re-execute notebooks in place, in fresh kernels
+
+Needs only python3 (3.10+). The environment lives in ``.venv`` next to this file
+and is rebuilt when requirements, constraints or pyproject change. By default
+it installs the exact versions in ``constraints.txt`` (the ones the stored
+outputs were made with); ``--unpinned`` uses only the ranges of
+``requirements.txt`` (for a Python those pins do not support).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+NOTEBOOKS = ROOT / "notebooks"
+STAMP = VENV / ".pe-lessons-setup"
+SETUP_INPUTS = ["requirements.txt", "requirements-dev.txt", "constraints.txt", "pyproject.toml"]
+NOTEBOOK_TIMEOUT_S = 300
+
+
+def venv_python() -> Path:
+    return VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def run(cmd: list[str | Path], **kwargs) -> int:
+    print("+", " ".join(str(c) for c in cmd), flush=True)
+    return subprocess.call([str(c) for c in cmd], cwd=ROOT, **kwargs)
+
+
+def setup(pinned: bool = True) -> Path:
+    """Create .venv and install the course into it (skipped when already up to date)."""
+    digest = hashlib.sha256(f"pinned={pinned}".encode())
+    for name in SETUP_INPUTS:
+        digest.update((ROOT / name).read_bytes())
+    want = digest.hexdigest()
+    python = venv_python()
+    if python.exists() and STAMP.exists() and STAMP.read_text().strip() == want:
+        return python
+    if not python.exists():
+        print(f"Creating a virtual environment in {VENV.name}/ ...", flush=True)
+        if run([sys.executable, "-m", "venv", VENV]) != 0:
+            sys.exit("could not create the virtual environment (on Debian/Ubuntu: apt install python3-venv)")
+    cmd: list[str | Path] = [python, "-m", "pip", "install", "--quiet", "-r", "requirements-dev.txt"]
+    if pinned:
+        cmd += ["-c", "constraints.txt"]
+    cmd += ["-e", "."]
+    if run(cmd) != 0:
+        sys.exit("installing the requirements failed (see pip's message above)")
+    STAMP.write_text(want + "\n")
+    return python
+
+
+def notebooks(names: list[str]) -> list[Path]:
+    if not names:
+        return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    return [Path(n).resolve() for n in names]
+
+
+def cmd_lab(args: argparse.Namespace) -> int:
+    python = setup(pinned=not args.unpinned)
+    return run([python, "-m", "jupyter", "lab", "--notebook-dir", NOTEBOOKS, *args.extra])
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    python = setup(pinned=not args.unpinned)
+    env = dict(os.environ)
+    env.setdefault("HYPOTHESIS_PROFILE", "ci")
+    targets = [str(p.relative_to(ROOT)) for p in notebooks(args.notebooks)] if args.notebooks else ["tests", "notebooks"]
+    return run(
+        [
+            python, "-m", "pytest", *targets,
+            "--nbval", "--nbval-current-env",
+            "--nbval-sanitize-with", "tests/nbval_sanitize.cfg",
+            "--nbval-cell-timeout", str(NOTEBOOK_TIMEOUT_S),
+            "-p", "no:cacheprovider", *args.extra,
+        ],
+        env=env,
+    )
+
+
+def cmd_execute(args: argparse.Namespace) -> int:
+    python = setup(pinned=not args.unpinned)
+    if Path(sys.prefix).resolve() != VENV.resolve():
+        # run this same command inside the course environment
+        flags = ["--unpinned"] if args.unpinned else []
+        return run([python, __file__, "execute", "--inside", *flags, *map(str, notebooks(args.notebooks))])
+    import nbformat
+    from nbclient import NotebookClient
+
+    slow = []
+    for path in notebooks(args.notebooks):
+        nb = nbformat.read(path, as_version=4)
+        start = time.perf_counter()
+        NotebookClient(nb, timeout=NOTEBOOK_TIMEOUT_S, kernel_name="python3",
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
+        seconds = time.perf_counter() - start
+        nbformat.write(nb, path)
+        print(f"executed {path.relative_to(ROOT)} in {seconds:.1f} s", flush=True)
+        if seconds > 30:
+            slow.append(path.name)
+    if slow:
+        print("over the 30 s budget:", ", ".join(slow))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, func, help_ in [
+        ("lab", cmd_lab, "set up and open the course in JupyterLab"),
+        ("test", cmd_test, "set up and run every test (pytest + strict nbval)"),
+        ("execute", cmd_execute, "re-execute notebooks in place so stored outputs match the code"),
+    ]:
+        p = sub.add_parser(name, help=help_)
+        p.set_defaults(func=func)
+        p.add_argument("--unpinned", action="store_true", help="ignore constraints.txt (version ranges only)")
+        if name in ("test", "execute"):
+            p.add_argument("notebooks", nargs="*", help="notebooks (default: all of notebooks/)")
+        if name == "execute":
+            p.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
+    # options this script does not know (e.g. pytest's -k, -x) pass through to the tool it runs
+    args, args.extra = parser.parse_known_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

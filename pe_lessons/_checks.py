@@ -1,0 +1,72 @@
+"""Argument checks shared by every module.
+
+Each check raises ``TypeError`` (wrong kind of value) or ``ValueError`` (right
+kind, wrong value) with a message that names the argument and says what was
+expected, so a student never meets an ``IndexError`` from deep inside torch.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
+    """Return ``value`` as an ``int``; reject bools, floats and out-of-range values."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
+    return value
+
+
+def check_d_model(value: object, name: str = "d_model") -> int:
+    """A model (or head) width: a positive even integer, so features pair up."""
+    value = check_int(name, value)
+    if value <= 0 or value % 2:
+        raise ValueError(
+            f"{name} must be a positive even integer (features come in sin/cos pairs), got {value}"
+        )
+    return value
+
+
+def check_base(value: object, name: str = "base") -> float:
+    """The frequency base: a finite real number > 1 (the paper uses 10000)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number > 1, got {value!r} ({type(value).__name__})")
+    value = float(value)
+    if not math.isfinite(value) or value <= 1.0:
+        raise ValueError(f"{name} must be a finite number > 1 (the paper uses 10000), got {value}")
+    return value
+
+
+def check_float_dtype(value: object, name: str = "dtype") -> torch.dtype:
+    """One of float16, bfloat16, float32, float64."""
+    if not isinstance(value, torch.dtype):
+        raise TypeError(f"{name} must be a torch.dtype, got {value!r}")
+    if value not in FLOAT_DTYPES:
+        raise TypeError(
+            f"{name} must be a floating dtype (float16, bfloat16, float32 or float64), got {value}"
+        )
+    return value
+
+
+def check_tensor(name: str, value: object) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+    return value
+
+
+def check_float_tensor(name: str, value: object) -> torch.Tensor:
+    value = check_tensor(name, value)
+    if value.dtype not in FLOAT_DTYPES:
+        raise TypeError(
+            f"{name} must hold floating values (float16, bfloat16, float32 or float64), "
+            f"got dtype {value.dtype}"
+        )
+    return value

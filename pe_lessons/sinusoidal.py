@@ -1,0 +1,188 @@
+r"""Sinusoidal positional encoding (Vaswani et al. 2017, section 3.5).
+
+For a position ``pos`` and a pair index ``i = 0 … d_model/2 - 1``:
+
+.. math::
+
+    \omega_i = \mathrm{base}^{-2i/d_{model}}, \qquad
+    PE[pos, 2i] = \sin(pos\,\omega_i), \qquad
+    PE[pos, 2i+1] = \cos(pos\,\omega_i)
+
+Sin sits in the even columns, cos in the odd ones (the paper's interleaved
+layout). The wavelength of pair ``i`` is ``2π/ω_i``: a geometric progression
+from ``2π`` to ``2π·base``.
+
+Accuracy. A float32 angle ``pos·ω`` carries an error of up to half a unit in
+the last place, about ``pos·6e-8``: near ``pos = 65536`` that is ~4e-3 rad, and
+``sin`` of it is off by as much. :func:`sinusoidal_table` therefore never forms
+large angles in float32. For float32 tables it uses the angle-addition identity
+
+.. math::
+
+    \sin((qB + r)\omega) = \sin(qB\omega)\cos(r\omega) + \cos(qB\omega)\sin(r\omega)
+
+(and the matching one for cos), with two small tables of sin/cos computed in
+float64 — one for the ``B`` fine offsets ``r``, one for the coarse starts
+``qB`` — combined by float32 multiply-adds. Every entry is then within 5e-7 of
+the exact value for every position below ``2**20``, at roughly the cost of
+writing the table. float64, float16 and bfloat16 tables are computed in
+float64 and rounded once.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ._checks import check_base, check_d_model, check_float_dtype, check_float_tensor, check_int
+
+__all__ = [
+    "pe_formula",
+    "inverse_frequencies",
+    "wavelengths",
+    "sinusoidal_table",
+    "SinusoidalPositionalEncoding",
+]
+
+
+def pe_formula(pos: int, d_model: int, base: float = 10000.0) -> list[float]:
+    """The paper's formula for one position, in plain Python.
+
+    ``PE[pos, 2i] = sin(pos / base**(2i/d_model))`` and
+    ``PE[pos, 2i+1] = cos(pos / base**(2i/d_model))`` for ``i = 0 … d_model/2 - 1``.
+    Written to be read next to the equation, not to be fast.
+    """
+    pos = check_int("pos", pos, minimum=0)
+    d_model = check_d_model(d_model)
+    base = check_base(base)
+    row = []
+    for i in range(d_model // 2):
+        angle = pos / base ** (2 * i / d_model)
+        row.append(math.sin(angle))  # column 2i
+        row.append(math.cos(angle))  # column 2i + 1
+    return row
+
+
+def inverse_frequencies(d_model: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """``ω_i = base**(-2i/d_model)`` for ``i = 0 … d_model/2 - 1``, as a tensor of length ``d_model/2``.
+
+    Computed in float64 as ``exp(-(2i/d_model)·ln(base))``, then cast to ``dtype``.
+    """
+    d_model = check_d_model(d_model)
+    base = check_base(base)
+    dtype = check_float_dtype(dtype)
+    exponents = torch.arange(0, d_model, 2, dtype=torch.float64) / d_model
+    return torch.exp(-exponents * math.log(base)).to(dtype)
+
+
+def wavelengths(d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """Wavelength ``2π/ω_i`` of each pair, in positions (float64, length ``d_model/2``)."""
+    return 2 * math.pi / inverse_frequencies(d_model, base)
+
+
+def _interleave(sin: torch.Tensor, cos: torch.Tensor) -> torch.Tensor:
+    """``[..., h]`` sin and cos → ``[..., 2h]`` with sin at even and cos at odd columns."""
+    return torch.stack((sin, cos), dim=-1).flatten(-2)
+
+
+def _exact_table(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
+    """float64 table for float64 ``positions`` (any shape ``[n]``)."""
+    angles = positions[:, None] * inv_freq[None, :]
+    return _interleave(torch.sin(angles), torch.cos(angles))
+
+
+def _angle_addition_table(max_len: int, inv_freq: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """float32 table built from two small exact tables by angle addition (see module docstring)."""
+    half = inv_freq.numel()
+    block = max(1, math.isqrt(max_len - 1) + 1) if max_len > 1 else 1  # B ≈ sqrt(max_len)
+    n_blocks = -(-max_len // block)
+    fine = torch.arange(block, dtype=torch.float64)[:, None] * inv_freq  # r·ω, r < B
+    coarse = torch.arange(n_blocks, dtype=torch.float64)[:, None] * (block * inv_freq)  # qB·ω
+    to = dict(dtype=torch.float32, device=device)
+    sin_f, cos_f = torch.sin(fine).to(**to), torch.cos(fine).to(**to)
+    sin_c, cos_c = torch.sin(coarse).to(**to), torch.cos(coarse).to(**to)
+    out = torch.empty(n_blocks, block, half, 2, **to)
+    sin_c, cos_c = sin_c[:, None, :], cos_c[:, None, :]
+    # sin(a + b) = sin a cos b + cos a sin b ;  cos(a + b) = cos a cos b - sin a sin b
+    torch.mul(sin_c, cos_f, out=out[..., 0]).addcmul_(cos_c, sin_f)
+    torch.mul(cos_c, cos_f, out=out[..., 1]).addcmul_(sin_c, sin_f, value=-1.0)
+    return out.view(n_blocks * block, 2 * half)[:max_len]
+
+
+def sinusoidal_table(
+    max_len: int,
+    d_model: int,
+    *,
+    base: float = 10000.0,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """The sinusoidal table ``PE[pos, :]`` for ``pos = 0 … max_len-1``, shape ``[max_len, d_model]``.
+
+    Interleaved layout: ``PE[pos, 2i] = sin(pos·ω_i)``, ``PE[pos, 2i+1] = cos(pos·ω_i)``
+    with ``ω_i = base**(-2i/d_model)``. A float32 table is within 5e-7 of the exact
+    values for every position below ``2**20`` (angle addition from float64 sub-tables);
+    float64, float16 and bfloat16 tables are the exact values rounded once.
+    """
+    max_len = check_int("max_len", max_len, minimum=0)
+    d_model = check_d_model(d_model)
+    base = check_base(base)
+    dtype = check_float_dtype(dtype)
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    inv_freq = inverse_frequencies(d_model, base)  # float64, on the CPU
+    if max_len == 0:
+        return torch.empty(0, d_model, dtype=dtype, device=device)
+    if dtype == torch.float32:
+        return _angle_addition_table(max_len, inv_freq, device)
+    # float64 / float16 / bfloat16: exact float64 values, rounded once. MPS has no float64,
+    # so those devices compute on the CPU and receive the rounded table.
+    work = device if device.type in ("cpu", "cuda") else torch.device("cpu")
+    positions = torch.arange(max_len, dtype=torch.float64, device=work)
+    return _exact_table(positions, inv_freq.to(work)).to(dtype=dtype, device=device)
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Adds the sinusoidal table to token embeddings: ``dropout(x + PE[:seq])``.
+
+    ``x`` is ``[batch, seq, d_model]`` with a floating dtype; the output has ``x``'s
+    shape and dtype. Dropout follows ``self.training`` (it is off after ``.eval()``).
+
+    Sequences longer than ``max_len`` are allowed: sinusoids exist at every position,
+    so the table grows (to the next power of two ≥ ``seq``) on the input's device.
+    The table is a non-persistent buffer: it follows ``.to(device)`` and is not
+    saved in ``state_dict`` (it is a function of ``d_model`` and ``base``).
+    """
+
+    table: torch.Tensor
+
+    def __init__(self, d_model: int, max_len: int = 2048, dropout: float = 0.0, base: float = 10000.0) -> None:
+        super().__init__()
+        self.d_model = check_d_model(d_model)
+        self.base = check_base(base)
+        max_len = check_int("max_len", max_len, minimum=1)
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}")
+        self.dropout = nn.Dropout(float(dropout))
+        self.register_buffer("table", sinusoidal_table(max_len, d_model, base=self.base), persistent=False)
+
+    @property
+    def max_len(self) -> int:
+        """Rows the table holds now (it grows on demand)."""
+        return self.table.shape[0]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = check_float_tensor("x", x)
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(
+                f"x must have shape [batch, seq, d_model={self.d_model}], got {list(x.shape)}"
+            )
+        seq = x.shape[1]
+        if seq > self.max_len or self.table.device != x.device:
+            rows = max(self.max_len, 1 << (seq - 1).bit_length())
+            self.table = sinusoidal_table(rows, self.d_model, base=self.base, device=x.device)
+        return self.dropout(x + self.table[:seq].to(x.dtype))
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, max_len={self.max_len}, base={self.base:g}"

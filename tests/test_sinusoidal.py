@@ -1,0 +1,148 @@
+"""pe_lessons.sinusoidal against an independent float64 formula, its properties, and bad input."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pe_lessons import SinusoidalPositionalEncoding, inverse_frequencies, pe_formula, sinusoidal_table, wavelengths
+
+widths = st.integers(1, 64).map(lambda h: 2 * h)
+bases = st.sampled_from([2.0, 100.0, 10000.0, 500000.0]) | st.floats(1.5, 1e6)
+
+
+def reference(positions, d_model, base=10000.0):
+    """Independent float64 formula: the columns written one by one from the paper."""
+    pos = torch.as_tensor(positions, dtype=torch.float64)[:, None]
+    out = torch.empty(pos.shape[0], d_model, dtype=torch.float64)
+    for col in range(d_model):
+        i = col // 2
+        angle = pos[:, 0] / base ** (2 * i / d_model)
+        out[:, col] = torch.sin(angle) if col % 2 == 0 else torch.cos(angle)
+    return out
+
+
+def test_pe_formula_matches_reference_and_paper_layout():
+    row = pe_formula(3, 8)
+    assert len(row) == 8
+    torch.testing.assert_close(torch.tensor(row, dtype=torch.float64), reference([3], 8)[0], rtol=0, atol=1e-15)
+    assert row[0] == math.sin(3) and row[1] == math.cos(3)
+
+
+@given(max_len=st.integers(1, 300), d_model=widths, base=bases)
+def test_table_matches_reference_in_float32_and_float64(max_len, d_model, base):
+    ref = reference(range(max_len), d_model, base)
+    t32 = sinusoidal_table(max_len, d_model, base=base)
+    t64 = sinusoidal_table(max_len, d_model, base=base, dtype=torch.float64)
+    assert t32.dtype == torch.float32 and t32.shape == (max_len, d_model)
+    assert (t32.double() - ref).abs().max() <= 5e-7
+    torch.testing.assert_close(t64, ref, rtol=0, atol=1e-12)
+
+
+def test_float32_table_is_accurate_below_2_pow_20():
+    max_len = 2**20
+    for d_model in (8, 64):
+        table = sinusoidal_table(max_len, d_model)
+        err = (table.double() - reference(range(max_len), d_model)).abs().max().item()
+        assert err <= 5e-7, (d_model, err)
+    # the naive float32-angle table is far off at such positions: the test above can fail
+    pos = torch.arange(max_len, dtype=torch.float32)[:, None]
+    naive = torch.sin(pos * inverse_frequencies(8, dtype=torch.float32))
+    assert (naive.double() - reference(range(max_len), 8)[:, 0::2]).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_low_precision_tables_are_exact_values_rounded_once(dtype):
+    exact = reference(range(70000), 16)
+    torch.testing.assert_close(sinusoidal_table(70000, 16, dtype=dtype), exact.to(dtype), rtol=0, atol=0)
+    # computing the angles in the low dtype itself would be badly wrong (positions > 256 are not even representable in bf16)
+    pos = torch.arange(60000, dtype=dtype)[:, None]  # (fp16 overflows past 65504)
+    naive = torch.sin(pos * inverse_frequencies(16, dtype=dtype))
+    assert (naive.double() - exact[:60000, 0::2]).abs().max() > 0.1
+
+
+def test_float64_table_is_exact_to_float64_angle_rounding():
+    # two float64 formulas differ only by the rounding of pos*omega: < 70000 * 2**-52 * a few
+    torch.testing.assert_close(sinusoidal_table(70000, 16, dtype=torch.float64), reference(range(70000), 16), rtol=0, atol=1e-10)
+
+
+@given(max_len=st.integers(1, 200), d_model=widths, base=bases)
+def test_properties(max_len, d_model, base):
+    table = sinusoidal_table(max_len, d_model, base=base, dtype=torch.float64)
+    # PE(0) = [0, 1, 0, 1, ...]
+    assert torch.equal(table[0], torch.tensor([0.0, 1.0] * (d_model // 2), dtype=torch.float64))
+    # every row has norm sqrt(d_model / 2)
+    torch.testing.assert_close(table.norm(dim=1), torch.full((max_len,), math.sqrt(d_model / 2), dtype=torch.float64))
+    # each (sin, cos) pair lies on the unit circle
+    torch.testing.assert_close(table[:, 0::2] ** 2 + table[:, 1::2] ** 2, torch.ones(max_len, d_model // 2, dtype=torch.float64))
+
+
+def test_wavelengths_form_a_geometric_progression_from_2pi_to_2pi_base():
+    lam = wavelengths(512)
+    assert lam[0].item() == pytest.approx(2 * math.pi)
+    assert (lam[-1] / (2 * math.pi)).item() == pytest.approx(10000 ** (510 / 512))
+    ratios = lam[1:] / lam[:-1]
+    torch.testing.assert_close(ratios, torch.full_like(ratios, 10000 ** (2 / 512)))
+
+
+def test_module_adds_table_and_respects_train_eval():
+    torch.manual_seed(0)
+    pe = SinusoidalPositionalEncoding(16, max_len=32, dropout=0.5)
+    x = torch.randn(2, 10, 16)
+    pe.eval()
+    torch.testing.assert_close(pe(x), x + sinusoidal_table(10, 16))
+    pe.train()
+    out = pe(x)
+    dropped = out == 0
+    assert dropped.any() and not dropped.all()
+    torch.testing.assert_close(out[~dropped], ((x + sinusoidal_table(10, 16)) * 2)[~dropped])
+
+
+def test_module_grows_past_max_len_and_keeps_dtype():
+    pe = SinusoidalPositionalEncoding(8, max_len=4).eval()
+    x = torch.zeros(1, 11, 8, dtype=torch.float64)
+    out = pe(x)
+    assert out.dtype == torch.float64 and pe.max_len >= 11
+    torch.testing.assert_close(out[0], sinusoidal_table(11, 8).double())
+    assert "table" not in pe.state_dict()
+
+
+def test_module_to_moves_table():
+    pe = SinusoidalPositionalEncoding(8, max_len=4).to(torch.device("meta"))
+    assert pe.table.device.type == "meta"
+
+
+@pytest.mark.parametrize(
+    "call, error, words",
+    [
+        (lambda: sinusoidal_table(10, 7), ValueError, "d_model"),
+        (lambda: sinusoidal_table(10, 0), ValueError, "d_model"),
+        (lambda: sinusoidal_table(10, -4), ValueError, "d_model"),
+        (lambda: sinusoidal_table(10, 8.0), TypeError, "d_model"),
+        (lambda: sinusoidal_table(-1, 8), ValueError, "max_len"),
+        (lambda: sinusoidal_table(2.5, 8), TypeError, "max_len"),
+        (lambda: sinusoidal_table(True, 8), TypeError, "max_len"),
+        (lambda: sinusoidal_table(10, 8, base=0), ValueError, "base"),
+        (lambda: sinusoidal_table(10, 8, base=-3.0), ValueError, "base"),
+        (lambda: sinusoidal_table(10, 8, base=float("nan")), ValueError, "base"),
+        (lambda: sinusoidal_table(10, 8, dtype=torch.int64), TypeError, "dtype"),
+        (lambda: pe_formula(-1, 8), ValueError, "pos"),
+        (lambda: pe_formula(1, 5), ValueError, "d_model"),
+        (lambda: SinusoidalPositionalEncoding(9), ValueError, "d_model"),
+        (lambda: SinusoidalPositionalEncoding(8, max_len=0), ValueError, "max_len"),
+        (lambda: SinusoidalPositionalEncoding(8, dropout=1.5), ValueError, "dropout"),
+        (lambda: SinusoidalPositionalEncoding(8)(torch.zeros(2, 3, 6)), ValueError, "d_model=8"),
+        (lambda: SinusoidalPositionalEncoding(8)(torch.zeros(3, 8)), ValueError, "x must have shape"),
+        (lambda: SinusoidalPositionalEncoding(8)(torch.zeros(1, 3, 8, dtype=torch.long)), TypeError, "x must hold floating"),
+        (lambda: SinusoidalPositionalEncoding(8)([[0.0] * 8]), TypeError, "x must be a torch.Tensor"),
+    ],
+)
+def test_bad_input_raises_clear_errors(call, error, words):
+    with pytest.raises(error, match=words):
+        call()
+
+
+def test_empty_table():
+    assert sinusoidal_table(0, 4).shape == (0, 4)

@@ -68,6 +68,14 @@ def notebooks(names: list[str]) -> list[Path]:
     return [Path(n).resolve() for n in names]
 
 
+def course_env() -> dict[str, str]:
+    """Environment for kernels and tests: this checkout's pe_lessons comes first on the path."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    env.setdefault("HYPOTHESIS_PROFILE", "ci")
+    return env
+
+
 def cmd_lab(args: argparse.Namespace) -> int:
     python = setup(pinned=not args.unpinned)
     return run([python, "-m", "jupyter", "lab", "--notebook-dir", NOTEBOOKS, *args.extra])
@@ -75,8 +83,7 @@ def cmd_lab(args: argparse.Namespace) -> int:
 
 def cmd_test(args: argparse.Namespace) -> int:
     python = setup(pinned=not args.unpinned)
-    env = dict(os.environ)
-    env.setdefault("HYPOTHESIS_PROFILE", "ci")
+    env = course_env()
     targets = [str(p.relative_to(ROOT)) for p in notebooks(args.notebooks)] if args.notebooks else ["tests", "notebooks"]
     return run(
         [
@@ -95,7 +102,7 @@ def cmd_execute(args: argparse.Namespace) -> int:
     if Path(sys.prefix).resolve() != VENV.resolve():
         # run this same command inside the course environment
         flags = ["--unpinned"] if args.unpinned else []
-        return run([python, __file__, "execute", "--inside", *flags, *map(str, notebooks(args.notebooks))])
+        return run([python, __file__, "execute", "--inside", *flags, *map(str, notebooks(args.notebooks))], env=course_env())
     import nbformat
     from nbclient import NotebookClient
 
@@ -103,7 +110,7 @@ def cmd_execute(args: argparse.Namespace) -> int:
     for path in notebooks(args.notebooks):
         nb = nbformat.read(path, as_version=4)
         start = time.perf_counter()
-        NotebookClient(nb, timeout=NOTEBOOK_TIMEOUT_S, kernel_name="python3",
+        NotebookClient(nb, timeout=NOTEBOOK_TIMEOUT_S, kernel_name="python3", record_timing=False,
                        resources={"metadata": {"path": str(path.parent)}}).execute()
         seconds = time.perf_counter() - start
         nbformat.write(nb, path)

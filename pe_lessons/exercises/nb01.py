@@ -1,0 +1,81 @@
+"""Checkers for the exercises of notebook 01 (the formula by hand)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from ..sinusoidal import pe_formula
+from ._feedback import Feedback, failed, not_done, passed
+
+__all__ = ["check_pe_row", "check_wavelength", "check_first_slow_column"]
+
+
+def _close(a: float, b: float, tol: float = 1e-6) -> bool:
+    return abs(a - b) <= tol * max(1.0, abs(b))
+
+
+def check_pe_row(my_pe: Callable[[int, int], list[float]] | None, pos: int = 5, d_model: int = 8) -> Feedback:
+    """Check a student's ``my_pe(pos, d_model) -> list[float]`` against the paper's formula."""
+    if my_pe is None or my_pe is Ellipsis:
+        return not_done()
+    try:
+        row = [float(v) for v in my_pe(pos, d_model)]
+    except NotImplementedError:
+        return not_done()
+    except Exception as err:  # show the student their own error, briefly
+        return failed(f"my_pe({pos}, {d_model}) raised {type(err).__name__}: {err}")
+    want = pe_formula(pos, d_model)
+    if len(row) != d_model:
+        return failed(f"my_pe({pos}, {d_model}) returned {len(row)} numbers; a row has d_model = {d_model} (one sin and one cos per pair).")
+    wrong = [j for j, (a, b) in enumerate(zip(row, want)) if not _close(a, b)]
+    if not wrong:
+        return passed(f"my_pe({pos}, {d_model}) matches the paper's formula in all {d_model} columns.")
+    even_equals_odd = all(_close(row[2 * i], row[2 * i + 1]) for i in range(d_model // 2))
+    if even_equals_odd:
+        return failed("Your odd columns equal your even ones: sin where cos belongs? Column 2i+1 is cos(pos·ω_i).")
+    if all(_close(row[2 * i], want[2 * i + 1]) and _close(row[2 * i + 1], want[2 * i]) for i in range(d_model // 2)):
+        return failed("sin and cos are swapped: the paper puts sin in the even columns (2i) and cos in the odd ones (2i+1).")
+    doubled = [math.sin(pos / 10000 ** (4 * i / d_model)) for i in range(d_model // 2)]
+    if all(_close(row[2 * i], doubled[i]) for i in range(d_model // 2)):
+        return failed("The exponent is doubled: pair i uses 2i/d_model, where i counts pairs (0, 1, 2, …), not columns (0, 2, 4, …).")
+    per_column = [math.sin(pos / 10000 ** (2 * j / d_model)) if j % 2 == 0 else math.cos(pos / 10000 ** (2 * j / d_model)) for j in range(d_model)]
+    if all(_close(a, b) for a, b in zip(row, per_column)):
+        return failed("Each column uses its own exponent 2j/d_model: the cos column of a pair must share the sin column's frequency (use i = j // 2).")
+    if _close(row[0], math.sin(math.radians(pos))):
+        return failed("Angles look like degrees: math.sin works in radians — no conversion is needed.")
+    first = wrong[0]
+    return failed(f"Column {first} is {row[first]:.6f}, expected {want[first]:.6f} ({len(wrong)} of {d_model} columns differ).")
+
+
+def check_wavelength(answer: float | None, column: int, d_model: int, base: float = 10000.0) -> Feedback:
+    """Check a predicted wavelength (in positions) of ``column`` at width ``d_model``."""
+    if answer is None or answer is Ellipsis:
+        return not_done()
+    i = column // 2
+    want = 2 * math.pi * base ** (2 * i / d_model)
+    answer = float(answer)
+    if _close(answer, want, 1e-3):
+        return passed(f"Column {column} (pair i = {i}) repeats every {want:.2f} positions.")
+    if _close(answer, want / (2 * math.pi), 1e-3):
+        return failed("That is 1/ω, missing a factor 2π: one period of sin(pos·ω) is 2π/ω positions.")
+    if _close(answer, 2 * math.pi * base ** (2 * column / d_model), 1e-3):
+        return failed(f"You used the column index {column} in the exponent; the pair index is i = {column} // 2 = {i}.")
+    if _close(answer, 1 / want, 1e-3) or _close(answer, 2 * math.pi / base ** (2 * i / d_model), 1e-3):
+        return failed("That looks like a frequency, not a wavelength: wavelength = 2π / ω_i = 2π · base^(2i/d_model).")
+    return failed(f"{answer:.4g} is off; wavelength = 2π · base^(2i/d_model) with i = column // 2.")
+
+
+def check_first_slow_column(answer: int | None, length: float, d_model: int, base: float = 10000.0) -> Feedback:
+    """Check the first (lowest) column whose period exceeds ``length`` positions."""
+    if answer is None or answer is Ellipsis:
+        return not_done()
+    periods = [2 * math.pi * base ** (2 * (j // 2) / d_model) for j in range(d_model)]
+    want = next((j for j, p in enumerate(periods) if p > length), None)
+    if answer == want:
+        return passed(f"Column {want} is the first whose period ({periods[want]:.1f}) exceeds {length:g} positions.")
+    if want is not None and answer == want + 1:
+        return failed(f"Column {answer} works, but so does column {want}: both columns of a pair share one period.")
+    if isinstance(answer, int) and 0 <= answer < d_model:
+        return failed(f"Column {answer} has period {periods[answer]:.1f}: " + ("not long enough." if periods[answer] <= length else "long enough, but an earlier column already is."))
+    return failed(f"Answer with a column index between 0 and {d_model - 1}.")

@@ -109,6 +109,8 @@ def cmd_execute(args: argparse.Namespace) -> int:
     slow = []
     for path in notebooks(args.notebooks):
         nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:  # timestamps only make diffs noisy
+            cell.metadata.pop("execution", None)
         start = time.perf_counter()
         NotebookClient(nb, timeout=NOTEBOOK_TIMEOUT_S, kernel_name="python3", record_timing=False,
                        resources={"metadata": {"path": str(path.parent)}}).execute()

@@ -23,7 +23,7 @@ large angles in float32. For float32 tables it uses the angle-addition identity
 
 (and the matching one for cos), with two small tables of sin/cos computed in
 float64 — one for the ``B`` fine offsets ``r``, one for the coarse starts
-``qB`` — combined by float32 multiply-adds. Every entry is then within 5e-7 of
+``qB`` (``B`` = 256) — combined by float32 multiply-adds. Every entry is then within 5e-7 of
 the exact value for every position below ``2**20``, at roughly the cost of
 writing the table. float64, float16 and bfloat16 tables are computed in
 float64 and rounded once.
@@ -93,10 +93,15 @@ def _exact_table(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tenso
     return _interleave(torch.sin(angles), torch.cos(angles))
 
 
+#: Fine-table length B of the angle-addition scheme. Fixed (not tied to max_len) so that a
+#: position's row is the same in every table, whatever its length.
+BLOCK = 256
+
+
 def _angle_addition_table(max_len: int, inv_freq: torch.Tensor, device: torch.device) -> torch.Tensor:
     """float32 table built from two small exact tables by angle addition (see module docstring)."""
     half = inv_freq.numel()
-    block = max(1, math.isqrt(max_len - 1) + 1) if max_len > 1 else 1  # B ≈ sqrt(max_len)
+    block = BLOCK
     n_blocks = -(-max_len // block)
     fine = torch.arange(block, dtype=torch.float64)[:, None] * inv_freq  # r·ω, r < B
     coarse = torch.arange(n_blocks, dtype=torch.float64)[:, None] * (block * inv_freq)  # qB·ω

@@ -146,3 +146,9 @@ def test_bad_input_raises_clear_errors(call, error, words):
 
 def test_empty_table():
     assert sinusoidal_table(0, 4).shape == (0, 4)
+
+
+def test_a_rows_values_do_not_depend_on_the_table_length():
+    long = sinusoidal_table(5000, 32)
+    for n in (1, 7, 255, 256, 257, 1000):
+        assert torch.equal(sinusoidal_table(n, 32), long[:n])

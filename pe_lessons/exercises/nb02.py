@@ -1,0 +1,68 @@
+"""Checkers for the exercises of notebook 02 (vectorized torch tables)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from ..sinusoidal import sinusoidal_table
+from ._feedback import Feedback, failed, not_done, passed
+
+__all__ = ["check_table_function", "check_angle_spacing"]
+
+
+def check_table_function(my_table: Callable[[int, int], torch.Tensor] | None, max_len: int = 70000, d_model: int = 16) -> Feedback:
+    """Check ``my_table(max_len, d_model)``: shape, layout, and accuracy out to large positions."""
+    if my_table is None or my_table is Ellipsis:
+        return not_done()
+    try:
+        table = my_table(max_len, d_model)
+    except NotImplementedError:
+        return not_done()
+    except Exception as err:
+        return failed(f"my_table({max_len}, {d_model}) raised {type(err).__name__}: {err}")
+    if not isinstance(table, torch.Tensor):
+        return failed(f"my_table must return a torch.Tensor, got {type(table).__name__}.")
+    if tuple(table.shape) != (max_len, d_model):
+        return failed(f"Shape {tuple(table.shape)}; expected (max_len, d_model) = ({max_len}, {d_model}). "
+                      "Did the sin/cos interleaving keep both halves?")
+    if not table.is_floating_point():
+        return failed(f"dtype {table.dtype}: a table of sines needs a floating dtype.")
+    table = table.detach().cpu().double()
+    exact = sinusoidal_table(max_len, d_model, dtype=torch.float64)
+    near = (table[:1000] - exact[:1000]).abs().max().item()
+    if near > 1e-4:
+        if torch.allclose(table[:1000, 0::2], table[:1000, 1::2]):
+            return failed("Your odd columns equal your even ones: sin where cos belongs?")
+        if torch.allclose(table[:1000, 0::2], exact[:1000, 1::2], atol=1e-4):
+            return failed("sin and cos are swapped: sin goes in the even columns, cos in the odd ones.")
+        if torch.allclose(table[:1000, : d_model // 2], exact[:1000, 0::2], atol=1e-4):
+            return failed("You concatenated [sin | cos] halves; this exercise asks for the paper's interleaved layout "
+                          "(sin at 2i, cos at 2i+1) — einops.rearrange(..., 'two pos i -> pos (i two)') does it.")
+        return failed(f"Off by up to {near:.2g} in the first 1000 positions: check the frequencies base**(-2i/d_model).")
+    far = (table - exact).abs().max().item()
+    if far > 5e-7:
+        worst = int((table - exact).abs().amax(dim=1).argmax())
+        return failed(f"Right near 0, but off by {far:.1g} at position {worst}: the angles pos·ω were rounded to float32. "
+                      "Form them in float64 (then cast the table) and the error drops below 5e-7.")
+    return passed(f"Correct: within 5e-7 of the exact values at every position up to {max_len - 1}.")
+
+
+def check_angle_spacing(answer: float | None, angle: float = 50000.0) -> Feedback:
+    """Check the spacing between neighbouring float32 numbers near ``angle`` (one ulp)."""
+    if answer is None or answer is Ellipsis:
+        return not_done()
+    exponent = math.floor(math.log2(angle))
+    want = 2.0 ** (exponent - 23)
+    answer = float(answer)
+    if math.isclose(answer, want, rel_tol=1e-6):
+        return passed(f"float32 numbers near {angle:g} are {want:g} apart, so an angle is rounded by up to {want / 2:g} rad.")
+    if math.isclose(answer, want / 2, rel_tol=1e-6):
+        return failed("That is the largest rounding error (half the spacing); the spacing itself is twice that.")
+    if math.isclose(answer, 2.0 ** (exponent - 52), rel_tol=1e-6):
+        return failed("That is float64's spacing (52 fraction bits); float32 has 23.")
+    if math.isclose(answer, 2.0 ** -23, rel_tol=1e-6) or math.isclose(answer, 2.0 ** -24, rel_tol=1e-6):
+        return failed(f"That is the spacing near 1. Near {angle:g} it is 2^(e-23) with e = floor(log2({angle:g})) = {exponent}.")
+    return failed(f"Not quite: the spacing near x is 2^(floor(log2 x) - 23) for float32.")

@@ -4,6 +4,9 @@
     python3 course.py lab        set up .venv and open the course in JupyterLab
     python3 course.py test       set up .venv and run every test (pytest + strict nbval)
     python3 course.py execute    re-execute notebooks in place, in fresh kernels
+    python3 course.py sync       regenerate each notebook's Colab badge and setup cell
+    python3 course.py student    write student copies without solutions to build/student/
+    python3 course.py html       export every notebook to a static site in build/site/
 
 Needs only python3 (3.10+). The environment lives in ``.venv`` next to this file
 and is rebuilt when requirements, constraints or pyproject change. By default
@@ -97,12 +100,19 @@ def cmd_test(args: argparse.Namespace) -> int:
     )
 
 
-def cmd_execute(args: argparse.Namespace) -> int:
+def rerun_inside_venv(args: argparse.Namespace) -> int | None:
+    """Run this same command with the course environment's Python (None when already there)."""
     python = setup(pinned=not args.unpinned)
-    if Path(sys.prefix).resolve() != VENV.resolve():
-        # run this same command inside the course environment
-        flags = ["--unpinned"] if args.unpinned else []
-        return run([python, __file__, "execute", "--inside", *flags, *map(str, notebooks(args.notebooks))], env=course_env())
+    if Path(sys.prefix).resolve() == VENV.resolve():
+        return None
+    flags = ["--unpinned"] if args.unpinned else []
+    names = [str(p) for p in notebooks(args.notebooks)]
+    return run([python, __file__, args.command, *flags, *names], env=course_env())
+
+
+def cmd_execute(args: argparse.Namespace) -> int:
+    if (code := rerun_inside_venv(args)) is not None:
+        return code
     import nbformat
     from nbclient import NotebookClient
 
@@ -124,6 +134,64 @@ def cmd_execute(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sync(args: argparse.Namespace) -> int:
+    if (code := rerun_inside_venv(args)) is not None:
+        return code
+    import nbformat
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import nbkit
+
+    for path in notebooks(args.notebooks):
+        nb = nbformat.read(path, as_version=4)
+        if nbkit.sync_notebook(nb, path.name):
+            nbformat.write(nb, path)
+            print(f"updated {path.relative_to(ROOT)} (re-execute it: python3 course.py execute {path.relative_to(ROOT)})")
+    return 0
+
+
+def cmd_student(args: argparse.Namespace) -> int:
+    if (code := rerun_inside_venv(args)) is not None:
+        return code
+    import nbformat
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import nbkit
+
+    out = ROOT / "build" / "student"
+    out.mkdir(parents=True, exist_ok=True)
+    for path in notebooks(args.notebooks):
+        nb = nbkit.strip_solutions(nbformat.read(path, as_version=4))
+        nbformat.write(nbformat.from_dict(nb), out / path.name)
+        print(f"wrote {(out / path.name).relative_to(ROOT)}")
+    return 0
+
+
+def cmd_html(args: argparse.Namespace) -> int:
+    if (code := rerun_inside_venv(args)) is not None:
+        return code
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import nbkit
+
+    out = ROOT / "build" / "site"
+    out.mkdir(parents=True, exist_ok=True)
+    exporter = HTMLExporter(template_name="lab")
+    entries = []
+    for path in notebooks(args.notebooks):
+        nb = nbformat.read(path, as_version=4)
+        body, _ = exporter.from_notebook_node(nb)
+        target = out / (path.stem + ".html")
+        target.write_text(body, encoding="utf-8")
+        entries.append((target.name, nbkit.notebook_title(nb)))
+        print(f"wrote {target.relative_to(ROOT)}")
+    (out / "index.html").write_text(nbkit.index_html(entries), encoding="utf-8")
+    print(f"wrote {(out / 'index.html').relative_to(ROOT)}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -131,14 +199,15 @@ def main(argv: list[str] | None = None) -> int:
         ("lab", cmd_lab, "set up and open the course in JupyterLab"),
         ("test", cmd_test, "set up and run every test (pytest + strict nbval)"),
         ("execute", cmd_execute, "re-execute notebooks in place so stored outputs match the code"),
+        ("sync", cmd_sync, "regenerate the Colab badge and setup cell of each notebook from pyproject.toml"),
+        ("student", cmd_student, "write student copies without solution cells to build/student/"),
+        ("html", cmd_html, "export the notebooks to a static HTML site in build/site/"),
     ]:
         p = sub.add_parser(name, help=help_)
         p.set_defaults(func=func)
         p.add_argument("--unpinned", action="store_true", help="ignore constraints.txt (version ranges only)")
-        if name in ("test", "execute"):
+        if name != "lab":
             p.add_argument("notebooks", nargs="*", help="notebooks (default: all of notebooks/)")
-        if name == "execute":
-            p.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     # options this script does not know (e.g. pytest's -k, -x) pass through to the tool it runs
     args, args.extra = parser.parse_known_args(argv)
     return args.func(args)

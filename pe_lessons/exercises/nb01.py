@@ -36,8 +36,8 @@ def check_pe_row(my_pe: Callable[[int, int], list[float]] | None, pos: int = 5, 
         return failed("Your odd columns equal your even ones: sin where cos belongs? Column 2i+1 is cos(pos·ω_i).")
     if all(_close(row[2 * i], want[2 * i + 1]) and _close(row[2 * i + 1], want[2 * i]) for i in range(d_model // 2)):
         return failed("sin and cos are swapped: the paper puts sin in the even columns (2i) and cos in the odd ones (2i+1).")
-    doubled = [math.sin(pos / 10000 ** (4 * i / d_model)) for i in range(d_model // 2)]
-    if all(_close(row[2 * i], doubled[i]) for i in range(d_model // 2)):
+    doubled = [(math.sin, math.cos)[j % 2](pos / 10000 ** (4 * (j // 2) / d_model)) for j in range(d_model)]
+    if all(_close(a, b) for a, b in zip(row, doubled)):
         return failed("The exponent is doubled: pair i uses 2i/d_model, where i counts pairs (0, 1, 2, …), not columns (0, 2, 4, …).")
     per_column = [math.sin(pos / 10000 ** (2 * j / d_model)) if j % 2 == 0 else math.cos(pos / 10000 ** (2 * j / d_model)) for j in range(d_model)]
     if all(_close(a, b) for a, b in zip(row, per_column)):

@@ -31,6 +31,7 @@ NOTEBOOKS = ROOT / "notebooks"
 STAMP = VENV / ".pe-lessons-setup"
 SETUP_INPUTS = ["requirements.txt", "requirements-dev.txt", "constraints.txt", "pyproject.toml"]
 NOTEBOOK_TIMEOUT_S = 300
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 
 def venv_python() -> Path:
@@ -121,6 +122,8 @@ def cmd_execute(args: argparse.Namespace) -> int:
         nb = nbformat.read(path, as_version=4)
         for cell in nb.cells:  # timestamps only make diffs noisy
             cell.metadata.pop("execution", None)
+        nb.metadata.pop("jupytext", None)  # authoring-tool metadata, if any
+        nb.metadata["kernelspec"] = KERNELSPEC  # JupyterLab and Colab open it without asking for a kernel
         start = time.perf_counter()
         NotebookClient(nb, timeout=NOTEBOOK_TIMEOUT_S, kernel_name="python3", record_timing=False,
                        resources={"metadata": {"path": str(path.parent)}}).execute()

@@ -46,6 +46,12 @@ def test_size_budget_and_learning_goals(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_names_its_kernel(path):
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    assert nb["metadata"].get("kernelspec", {}).get("name") == "python3", f"{path.name}: no kernelspec (JupyterLab would ask)"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_few_cells_skip_output_comparison(path):
     cells = code_cells(path)
     ignored = [c for c in cells if "nbval-ignore-output" in c["metadata"].get("tags", [])]

@@ -147,3 +147,43 @@ def similarity_heatmap(similarity: torch.Tensor, *, title: str = "PE(p) · PE(q)
         )
         .properties(width=width, height=height)
     )
+
+
+def offset_curve(
+    scores: dict[str, torch.Tensor],
+    offsets: torch.Tensor,
+    *,
+    title: str = "Score against offset",
+    x_title: str = "offset k = p − q",
+    y_title: str = "score",
+    width: int = 480,
+    height: int = 220,
+) -> alt.Chart:
+    """Lines of scores against an integer axis (by default the offset ``k = p − q``), one per entry of ``scores``.
+
+    ``scores`` maps a curve name to a 1-D tensor with one value per entry of ``offsets``.
+    """
+    offsets = check_tensor("offsets", offsets).detach().reshape(-1).cpu()
+    if not isinstance(scores, dict) or not scores:
+        raise TypeError("scores must be a non-empty dict {name: 1-D tensor of scores, one per offset}")
+    frames = []
+    for name, values in scores.items():
+        values = check_tensor(f"scores[{name!r}]", values).detach().to("cpu", torch.float64).reshape(-1)
+        if values.numel() != offsets.numel():
+            raise ValueError(f"scores[{name!r}] has {values.numel()} values for {offsets.numel()} offsets")
+        frames.append(pd.DataFrame({"k": offsets.numpy(), "score": values.numpy().round(DECIMALS), "curve": name}))
+    frame = pd.concat(frames, ignore_index=True)
+    if len(frame) > MAX_ROWS:
+        raise ValueError(f"{len(frame)} points exceed {MAX_ROWS} chart rows; use fewer offsets or curves")
+    return (
+        alt.Chart(frame, title=title)
+        .mark_line()
+        .encode(
+            x=alt.X("k:Q", title=x_title),
+            y=alt.Y("score:Q", title=y_title),
+            color=alt.Color("curve:N", title="", sort=list(scores)),
+            tooltip=["curve", "k", "score"],
+        )
+        .properties(width=width, height=height)
+    )
+__all__ += ["offset_curve"]

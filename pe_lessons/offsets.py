@@ -1,0 +1,221 @@
+r"""The linear-offset property of the sinusoidal table (Vaswani et al. 2017, §3.5).
+
+With ``a = pos·ω_i`` and ``b = k·ω_i`` the angle-addition identities give, for pair ``i``
+(column ``2i`` holds sin, column ``2i+1`` holds cos):
+
+.. math::
+
+    \begin{pmatrix} \sin(a+b) \\ \cos(a+b) \end{pmatrix}
+    = \begin{pmatrix} \cos b & \sin b \\ -\sin b & \cos b \end{pmatrix}
+      \begin{pmatrix} \sin a \\ \cos a \end{pmatrix}
+
+so ``PE(pos + k) = M_k · PE(pos)`` where ``M_k`` is block-diagonal with that 2×2
+rotation in block ``i``. ``M_k`` depends on ``k`` (not on ``pos``), is orthogonal,
+``M_a M_b = M_(a+b)`` and ``M_(-k) = M_kᵀ``. As a consequence
+
+.. math::
+
+    PE(p) \cdot PE(q) = \sum_i \cos\big((p - q)\,\omega_i\big),
+
+a function of ``p − q`` only (:func:`relative_similarity`, :func:`offset_similarity`).
+
+The same identity is an algorithm (:func:`table_by_rotation`): compute ``B`` exact rows
+and the rotations ``M_{qB}``, then every row ``qB + r`` is ``M_{qB} · PE(r)``.
+:func:`best_linear_map` fits the best linear map from ``PE(pos)`` to ``PE(pos + k)``
+by least squares, to test whether a (possibly bugged) table has the property at all.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+
+from ._checks import check_base, check_d_model, check_float_dtype, check_float_tensor, check_int
+from .sinusoidal import inverse_frequencies
+
+__all__ = [
+    "offset_blocks",
+    "offset_matrix",
+    "offset_similarity",
+    "relative_similarity",
+    "LinearFit",
+    "best_linear_map",
+    "table_by_rotation",
+]
+
+#: Largest |k| accepted: every integer up to 2**53 is exact in float64.
+MAX_OFFSET = 2**53
+
+
+def _check_offset(name: str, value: object) -> int:
+    value = check_int(name, value)
+    if abs(value) > MAX_OFFSET:
+        raise ValueError(f"{name} must satisfy |{name}| <= 2**53 (exact in float64), got {value}")
+    return value
+
+
+def offset_blocks(k: int, d_model: int, base: float = 10000.0, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """The 2×2 blocks of :func:`offset_matrix`, shape ``[d_model/2, 2, 2]``.
+
+    Block ``i`` is ``[[cos(kω_i), sin(kω_i)], [-sin(kω_i), cos(kω_i)]]``; the angles
+    ``k·ω_i`` are formed in float64, the result is rounded once to ``dtype``.
+    """
+    k = _check_offset("k", k)
+    d_model = check_d_model(d_model)
+    base = check_base(base)
+    dtype = check_float_dtype(dtype)
+    angles = float(k) * inverse_frequencies(d_model, base)
+    c, s = torch.cos(angles), torch.sin(angles)
+    return torch.stack((torch.stack((c, s), -1), torch.stack((-s, c), -1)), -2).to(dtype)
+
+
+def offset_matrix(k: int, d_model: int, base: float = 10000.0, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    r"""``M_k``, shape ``[d_model, d_model]``: ``PE(pos + k) = M_k @ PE(pos)`` for every pos and integer k.
+
+    Block-diagonal; block ``i`` (rows and columns ``2i, 2i+1``) is
+
+    .. math:: \begin{pmatrix} \cos k\omega_i & \sin k\omega_i \\ -\sin k\omega_i & \cos k\omega_i \end{pmatrix},
+              \qquad \omega_i = \mathrm{base}^{-2i/d_{model}}.
+
+    ``k`` may be negative (``M_{-k} = M_k^T``); angles are computed in float64.
+    For a whole table ``T`` (rows = positions) the identity reads ``T[k:] = T[:-k] @ M_k.T``.
+    """
+    blocks = offset_blocks(k, d_model, base, dtype)
+    return torch.block_diag(*blocks)
+
+
+def _positions(name: str, value: object) -> torch.Tensor:
+    """An int ``n`` → ``0 … n-1``; a 1-D sequence/tensor of integers → those positions (int64)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        n = check_int(name, value, minimum=0)
+        return torch.arange(n, dtype=torch.int64)
+    if isinstance(value, torch.Tensor):
+        if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
+            raise TypeError(f"{name} must hold integer positions, got dtype {value.dtype}")
+        if value.dim() != 1:
+            raise ValueError(f"{name} must be 1-D (a list of positions), got shape {list(value.shape)}")
+        return value.detach().to("cpu", torch.int64)
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return torch.tensor([check_int(f"{name}[{j}]", v) for j, v in enumerate(value)], dtype=torch.int64)
+    raise TypeError(f"{name} must be an int n (positions 0 … n-1) or a 1-D sequence of integer positions, got {value!r}")
+
+
+def offset_similarity(offsets: object, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    r"""``s(k) = Σ_i cos(k·ω_i)`` for each offset (float64): the dot product of any two rows ``k`` apart.
+
+    ``offsets`` is an int ``n`` (offsets ``0 … n-1``) or a 1-D sequence/tensor of integers.
+    ``s(0) = d_model/2`` is the largest value; ``s(-k) = s(k)``.
+    """
+    ks = _positions("offsets", offsets)
+    d_model = check_d_model(d_model)
+    base = check_base(base)
+    if ks.numel() and ks.abs().max().item() > MAX_OFFSET:
+        raise ValueError("offsets must satisfy |k| <= 2**53 (exact in float64)")
+    return torch.cos(ks.to(torch.float64)[:, None] * inverse_frequencies(d_model, base)).sum(-1)
+
+
+def relative_similarity(positions: object, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    r"""The matrix ``S[p, q] = PE(p)·PE(q) = Σ_i cos((p − q)·ω_i)`` (float64, ``[n, n]``).
+
+    ``positions`` is an int ``n`` (positions ``0 … n-1``) or a 1-D sequence/tensor of
+    integer positions. Computed from the closed form (differences ``p − q`` are exact
+    integers), so it is symmetric, Toeplitz for consecutive positions, and largest
+    (``d_model/2``) on the diagonal.
+    """
+    pos = _positions("positions", positions)
+    d_model = check_d_model(d_model)
+    base = check_base(base)
+    diff = pos[:, None] - pos[None, :]
+    if diff.numel() and diff.abs().max().item() > MAX_OFFSET:
+        raise ValueError("positions must be less than 2**53 apart (exact in float64)")
+    inv_freq = inverse_frequencies(d_model, base)
+    return torch.cos(diff.to(torch.float64)[..., None] * inv_freq).sum(-1)
+
+
+class LinearFit(NamedTuple):
+    """Result of :func:`best_linear_map`: ``matrix`` (``[d, d]``) and the relative ``residual``."""
+
+    matrix: torch.Tensor
+    residual: float
+
+
+def best_linear_map(table: torch.Tensor, k: int) -> LinearFit:
+    r"""Least-squares ``M`` with ``table[pos + k] ≈ M @ table[pos]`` over every valid pos.
+
+    Fits in float64 over the ``n − |k|`` row pairs (``n = len(table)``) and returns
+    ``LinearFit(matrix=M, residual=r)`` with the relative residual
+
+    .. math:: r = \frac{\lVert Y - X M^T \rVert_F}{\lVert Y \rVert_F},
+
+    ``X`` the rows at ``pos`` and ``Y`` those at ``pos + k``. A correct sinusoidal table
+    gives ``r ≈ 0`` (``M ≈ M_k``); a table without the offset property gives ``r`` clearly > 0.
+    Needs at least ``d`` row pairs (``n − |k| ≥ d``) so the fit is not underdetermined.
+    """
+    table = check_float_tensor("table", table)
+    if table.dim() != 2:
+        raise ValueError(f"table must be 2-D [pos, dimension], got shape {list(table.shape)}")
+    k = check_int("k", k)
+    n, d = table.shape
+    if d == 0:
+        raise ValueError("table must have at least one column")
+    if n - abs(k) < d:
+        raise ValueError(
+            f"k = {k} leaves {max(n - abs(k), 0)} row pairs in a table of {n} rows; "
+            f"a {d}-column fit needs at least {d} (use a longer table or a smaller |k|)"
+        )
+    t = table.detach().to("cpu", torch.float64)
+    x, y = (t[: n - k], t[k:]) if k >= 0 else (t[-k:], t[: n + k])
+    if not torch.isfinite(t).all():
+        raise ValueError("table must hold finite values")
+    solution = torch.linalg.lstsq(x, y, driver="gelsd").solution  # x @ solution ≈ y, solution = Mᵀ
+    matrix = solution.T.contiguous()
+    norm = y.norm().item()
+    residual = (y - x @ solution).norm().item() / norm if norm > 0 else 0.0
+    return LinearFit(matrix, residual)
+
+
+def table_by_rotation(
+    max_len: int,
+    d_model: int,
+    *,
+    base: float = 10000.0,
+    block: int | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
+    r"""The sinusoidal table built by rotating a few exact rows, shape ``[max_len, d_model]``.
+
+    Write ``pos = qB + r`` with ``0 ≤ r < B`` (``B = block``, default ``⌈√max_len⌉``). Then
+    ``PE(qB + r) = M_{qB} · PE(r)``: only the ``B`` rows ``PE(0 … B-1)`` and the
+    ``⌈max_len/B⌉`` rotations ``M_{qB}`` need sin/cos (in float64, ``≈ 2√max_len``
+    evaluations per pair instead of ``max_len``); every other entry is two multiplies
+    and an add in ``dtype``. In float32 each entry is within ~5e-7 of the exact value.
+    This is the scheme :func:`pe_lessons.sinusoidal_table` uses for float32 tables.
+    float16/bfloat16 tables are built in float32 and rounded once.
+    """
+    max_len = check_int("max_len", max_len, minimum=0)
+    d_model = check_d_model(d_model)
+    base = check_base(base)
+    dtype = check_float_dtype(dtype)
+    if block is None:
+        block = max(1, math.isqrt(max(max_len - 1, 0)) + 1)
+    else:
+        block = check_int("block", block, minimum=1)
+    if max_len == 0:
+        return torch.empty(0, d_model, dtype=dtype)
+    work = torch.float64 if dtype == torch.float64 else torch.float32
+    inv_freq = inverse_frequencies(d_model, base)  # float64
+    n_blocks = -(-max_len // block)
+    # the exact rows PE(r), r < B, as (sin, cos) pairs: [B, h, 2]
+    fine = torch.arange(block, dtype=torch.float64)[:, None] * inv_freq
+    rows = torch.stack((torch.sin(fine), torch.cos(fine)), -1).to(work)
+    # the rotations M_{qB}: c = cos(qBω), s = sin(qBω), each [n_blocks, h]
+    coarse = torch.arange(n_blocks, dtype=torch.float64)[:, None] * (block * inv_freq)
+    c, s = torch.cos(coarse).to(work)[:, None, :], torch.sin(coarse).to(work)[:, None, :]
+    sin_r, cos_r = rows[None, ..., 0], rows[None, ..., 1]
+    # block i of M_{qB} applied to (sin r, cos r): [c·sin + s·cos, −s·sin + c·cos]
+    out = torch.stack((c * sin_r + s * cos_r, c * cos_r - s * sin_r), -1)  # [n_blocks, B, h, 2]
+    return out.reshape(n_blocks * block, d_model)[:max_len].to(dtype)

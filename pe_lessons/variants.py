@@ -361,6 +361,21 @@ class Diagnosis:
 
 
 _CHUNK_ROWS = 4096
+_SCREEN_ROWS = 64
+
+
+def _worst(table: torch.Tensor, name: str, base: float, rows: int | None = None) -> tuple[float, float]:
+    """(largest |diff| / tolerance, largest |diff|) between ``table[:rows]`` and variant ``name``."""
+    n, d = table.shape
+    n = n if rows is None else min(n, rows)
+    ratio, err = 0.0, 0.0
+    for start in range(0, n, _CHUNK_ROWS):
+        block = table[start : min(n, start + _CHUNK_ROWS)].detach().to("cpu", torch.float64)
+        pos = torch.arange(start, start + block.shape[0], dtype=torch.float64)
+        diff = (block - _FORMULAS[name](pos, d, base)).abs().nan_to_num(nan=math.inf)
+        ratio = max(ratio, (diff / tolerance(pos, table.dtype)[:, None]).max().item())
+        err = max(err, diff.max().item())
+    return ratio, err
 
 
 def diagnose(table: torch.Tensor, base: float = 10000.0) -> Diagnosis:
@@ -376,23 +391,12 @@ def diagnose(table: torch.Tensor, base: float = 10000.0) -> Diagnosis:
     """
     table = _table_arg(table, min_rows=8)
     base = check_base(base)
-    n, d = table.shape
-    if d < 4:
-        raise ValueError(f"table must have at least 4 columns to be diagnosed, got {d}")
-    dtype = table.dtype
-    worst_ratio = dict.fromkeys(_FORMULAS, 0.0)
-    worst_err = dict.fromkeys(_FORMULAS, 0.0)
-    for start in range(0, n, _CHUNK_ROWS):
-        rows = table[start : start + _CHUNK_ROWS].detach().to("cpu", torch.float64)
-        pos = torch.arange(start, start + rows.shape[0], dtype=torch.float64)
-        tol = tolerance(pos, dtype)[:, None]
-        for name, formula in _FORMULAS.items():
-            diff = (rows - formula(pos, d, base)).abs()
-            diff = torch.where(torch.isnan(diff), torch.full_like(diff, math.inf), diff)
-            worst_ratio[name] = max(worst_ratio[name], (diff / tol).max().item())
-            worst_err[name] = max(worst_err[name], diff.max().item())
-    matches = [name for name in _FORMULAS if worst_ratio[name] <= 1.0]
-    nearest = min(_FORMULAS, key=lambda name: worst_ratio[name])  # ties: first in order
+    if table.shape[1] < 4:
+        raise ValueError(f"table must have at least 4 columns to be diagnosed, got {table.shape[1]}")
+    # screen every variant on the first rows, then check the survivors on the whole table
+    screen = {name: _worst(table, name, base, _SCREEN_ROWS) for name in _FORMULAS}
+    full = {name: _worst(table, name, base) for name in _FORMULAS if screen[name][0] <= 1.0}
+    matches = [name for name, (ratio, _) in full.items() if ratio <= 1.0]
     if matches:
         name = matches[0]
         text = EXPLANATIONS[name] + f" Seen in: {SOURCES[name]}."
@@ -401,13 +405,20 @@ def diagnose(table: torch.Tensor, base: float = 10000.0) -> Diagnosis:
                 f" At this shape and base the table also matches {', '.join(matches[1:])}: these variants "
                 "coincide here, and the first in VARIANTS order is reported."
             )
-        return Diagnosis(name, text, name, worst_err[name], tuple(matches[1:]))
+        return Diagnosis(name, text, name, full[name][1], tuple(matches[1:]))
+    nearest = min(_FORMULAS, key=lambda name: full.get(name, screen[name])[0])  # ties: first in order
+    error = full[nearest][1] if nearest in full else _worst(table, nearest, base)[1]
     failing = [label for label, test in CHEAP_TESTS.items() if not test(table, base)]
+    if error < 0.1:
+        closest = (
+            f"It is close to {nearest}, but off by up to {error:.2g}, more than float32 rounding allows "
+            "(noise? angles computed in float16/bfloat16, or in float32 at very large positions?). "
+        )
+    else:
+        closest = f"It is not close to any of them (even the nearest, {nearest}, is off by {error:.2g} somewhere). "
     text = (
-        f"This table matches none of the {len(_FORMULAS)} known variants for base = {base:g}. "
-        f"The closest is {nearest}, but it is off by up to {worst_err[nearest]:.3g}, more than "
-        f"float32 rounding allows. Cheap tests that fail: {', '.join(failing) or 'none'}. "
-        "Possible causes: another base, random or zero values, angles in float16/bfloat16 or "
-        "float32 at very large positions, or a bug not in this gallery."
+        f"This table matches none of the {len(_FORMULAS)} known variants for base = {base:g}. {closest}"
+        f"Cheap tests that fail: {', '.join(failing) or 'none'}. Other causes: another base, "
+        "random or zero values, or a bug that is not in this gallery."
     )
-    return Diagnosis("unknown", text, nearest, worst_err[nearest])
+    return Diagnosis("unknown", text, nearest, error)

@@ -194,9 +194,9 @@ SOURCES: dict[str, str] = {
     "concat_halves": "TensorFlow's Transformer tutorial (https://www.tensorflow.org/text/tutorials/transformer)",
     "tensor2tensor": "tensor2tensor get_timing_signal_1d (https://github.com/tensorflow/tensor2tensor); fairseq SinusoidalPositionalEmbedding (https://github.com/facebookresearch/fairseq)",
     "sin_only": "the source notebook of this course; https://github.com/luopeixiang/im2latex/issues/10",
-    "doubled_exponent": "Medium, 'Positional Encoding in the Transformer Model' (2024); https://github.com/SamLynnEvans/Transformer/issues/7",
-    "column_exponent": "https://github.com/Kyubyong/transformer/issues/38; https://github.com/jadore801120/attention-is-all-you-need-pytorch/issues/32",
-    "shifted_cos_exponent": "study notes on Transformer variants (formula only; their code is correct)",
+    "doubled_exponent": "S. Herath, 'Positional Encoding in the Transformer Model' (Medium, 2024); the sin columns of https://github.com/SamLynnEvans/Transformer/issues/7",
+    "column_exponent": "https://github.com/Kyubyong/transformer/issues/38; https://github.com/jadore801120/attention-is-all-you-need-pytorch/issues/32; https://github.com/SamLynnEvans/Transformer/issues/7 (loop by 2, 2*i for sin, 2*(i+1) for cos)",
+    "shifted_cos_exponent": "https://github.com/maxjcohen/transformer/issues/62 (cos over arange(1, d_model, 2)); study notes on Transformer variants (formula only)",
 }
 
 #: name → what it is, its symptom, the usual line of code, and the fix.
@@ -237,8 +237,9 @@ EXPLANATIONS: dict[str, str] = {
     "column_exponent": (
         "Each column j uses its own exponent 2j/d_model, so the cos column of a pair turns at another "
         "frequency than its sin column: (sin, cos) is no longer a point on the unit circle and row norms "
-        "wander. The usual line is `angle = pos / 10000 ** (2 * j / d_model)` over all columns j. The "
-        "exponent must use the pair index: `2 * (j // 2) / d_model`."
+        "wander. The usual line is `angle = pos / 10000 ** (2 * j / d_model)` over all columns j (or a loop "
+        "over columns i with `2 * i` for sin and `2 * (i + 1)` for cos). The exponent must use the pair "
+        "index: `2 * (j // 2) / d_model`."
     ),
     "shifted_cos_exponent": (
         "The cos columns use exponent (2i+1)/d_model instead of 2i/d_model, so the cos column of a pair "

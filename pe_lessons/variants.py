@@ -5,16 +5,16 @@ and returns ``Tensor[max_len, d_model]``, computed in float64 and rounded once t
 ``dtype`` (``paper`` *is* :func:`~pe_lessons.sinusoidal.sinusoidal_table`). With
 ``ω_i = base^{-2i/d}``, ``i = 0 … d/2-1`` (``d = d_model``) and ``h = d/2``:
 
-============================  =====================================================================
-``paper``                     ``PE[p, 2i] = sin(p ω_i)``, ``PE[p, 2i+1] = cos(p ω_i)`` (Vaswani et al. §3.5)
-``concat_halves``             ``PE[p, i] = sin(p ω_i)``, ``PE[p, h+i] = cos(p ω_i)`` (a column permutation of ``paper``)
-``tensor2tensor``             halves as above with ``ω_i = exp(-i·ln(base)/(h-1))`` (tensor2tensor, fairseq)
-``sin_only``                  ``PE[p, 2i] = PE[p, 2i+1] = sin(p ω_i)`` (bug: sin in the cos columns)
-``doubled_exponent``          interleaved with ``ω_i = base^{-4i/d}`` (bug: loop steps by 2 *and* uses ``2i/d``)
-``column_exponent``           ``PE[p, j] = sin/cos(p·base^{-2j/d})`` for column ``j`` (bug: the cos column of a pair
-                              gets another frequency, ``base^{-(4i+2)/d}``, than its sin column, ``base^{-4i/d}``)
-``shifted_cos_exponent``      ``PE[p, 2i+1] = cos(p·base^{-(2i+1)/d})`` (bug: cos exponent ``(2i+1)/d``)
-============================  =====================================================================
+- ``paper``: ``PE[p, 2i] = sin(p ω_i)``, ``PE[p, 2i+1] = cos(p ω_i)`` (Vaswani et al. §3.5);
+- ``concat_halves``: ``PE[p, i] = sin(p ω_i)``, ``PE[p, h+i] = cos(p ω_i)`` — a column
+  permutation of ``paper`` (TensorFlow's tutorial), a convention, not a bug;
+- ``tensor2tensor``: halves as above with ``ω_i = exp(-i·ln(base)/(h-1))`` (tensor2tensor, fairseq);
+- ``sin_only``: ``PE[p, 2i] = PE[p, 2i+1] = sin(p ω_i)`` (bug: sin in the cos columns);
+- ``doubled_exponent``: interleaved with ``ω_i = base^{-4i/d}`` (bug: the loop steps by 2
+  *and* the exponent is ``2i/d``);
+- ``column_exponent``: column ``j`` uses ``base^{-2j/d}``, so ``sin(p·base^{-4i/d})`` sits
+  next to ``cos(p·base^{-(4i+2)/d})`` (bug);
+- ``shifted_cos_exponent``: ``PE[p, 2i+1] = cos(p·base^{-(2i+1)/d})`` (bug: cos exponent ``(2i+1)/d``).
 
 :func:`diagnose` compares a table with every variant's float64 table for the same
 shape and base, with a tolerance of float32 accuracy (``1e-5 + 2.5e-7·pos``; wider for
@@ -279,6 +279,10 @@ def _table_arg(table: object, *, min_rows: int = 1) -> torch.Tensor:
     return table
 
 
+def _as64(table: torch.Tensor) -> torch.Tensor:
+    return table.detach().to("cpu", torch.float64)
+
+
 def _close(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype, positions: torch.Tensor | None = None) -> bool:
     tol = _ATOL[dtype] if positions is None else tolerance(positions, dtype)[:, None]
     return bool(((a - b).abs() <= tol).all())
@@ -288,7 +292,7 @@ def pe0_is_0101(table: torch.Tensor, base: float = 10000.0) -> bool:
     """Cheap test 1: the first row is ``[0, 1, 0, 1, …]`` (every angle is 0 at position 0)."""
     table = _table_arg(table)
     check_base(base)
-    row = table[0].double()
+    row = _as64(table)[0]
     want = torch.tensor([0.0, 1.0], dtype=torch.float64).repeat(row.numel() // 2)
     return _close(row, want, table.dtype)
 
@@ -297,7 +301,7 @@ def row_norms_constant(table: torch.Tensor, base: float = 10000.0) -> bool:
     """Cheap test 2: every row has norm ``sqrt(d_model/2)`` (one unit vector per pair)."""
     table = _table_arg(table)
     check_base(base)
-    norms = table.double().norm(dim=1)
+    norms = _as64(table).norm(dim=1)
     return _close(norms, torch.full_like(norms, math.sqrt(table.shape[1] / 2)), table.dtype)
 
 
@@ -305,7 +309,7 @@ def pairs_on_unit_circle(table: torch.Tensor, base: float = 10000.0) -> bool:
     """Cheap test 3: ``PE[:, 2i]² + PE[:, 2i+1]² = 1`` for every pair (sin and cos of one angle)."""
     table = _table_arg(table)
     check_base(base)
-    t = table.double()
+    t = _as64(table)
     radius = t[:, 0::2] ** 2 + t[:, 1::2] ** 2
     return bool(((radius - 1).abs() <= 2 * _ATOL[table.dtype]).all())
 
@@ -318,7 +322,7 @@ def frequencies_match(table: torch.Tensor, base: float = 10000.0) -> bool:
     """
     table = _table_arg(table, min_rows=2)
     base = check_base(base)
-    measured = torch.asin(table[1, 0::2].double().clamp(-1, 1))
+    measured = torch.asin(_as64(table)[1, 0::2].clamp(-1, 1))
     want = inverse_frequencies(table.shape[1], base)
     return bool(((measured - want).abs() <= 2 * _ATOL[table.dtype]).all())
 
@@ -328,7 +332,7 @@ def matches_formula(table: torch.Tensor, base: float = 10000.0) -> bool:
     table = _table_arg(table)
     base = check_base(base)
     pos = torch.arange(table.shape[0], dtype=torch.float64)
-    return _close(table.double().cpu(), _f_paper(pos, table.shape[1], base), table.dtype, pos)
+    return _close(_as64(table), _f_paper(pos, table.shape[1], base), table.dtype, pos)
 
 
 #: name → cheap test ``(table, base) -> bool`` (True: the table passes). Each catches some bugs.

@@ -337,3 +337,8 @@ def test_nb03_checkers():
     assert not bug.ok and "training=training" in bug.message
     assert check_dropout_fix(lambda x, table, p, training: F.dropout(x + table[: x.shape[1]], p=p, training=training)).ok
     assert "nothing was dropped" in check_dropout_fix(lambda x, table, p, training: x + table[: x.shape[1]]).message
+
+
+def test_tables_that_require_grad_are_accepted():
+    t = paper(20, 8).requires_grad_()
+    assert diagnose(t).variant == "paper" and all(test(t) for test in CHEAP_TESTS.values())

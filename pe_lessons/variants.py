@@ -1,0 +1,429 @@
+r"""Seven ways to build a "sinusoidal" table, five cheap tests, and :func:`diagnose`.
+
+Every builder has the signature ``(max_len, d_model, base=10000.0, *, dtype=torch.float32)``
+and returns ``Tensor[max_len, d_model]``, computed in float64 and rounded once to
+``dtype`` (``paper`` *is* :func:`~pe_lessons.sinusoidal.sinusoidal_table`). With
+``ω_i = base^{-2i/d}``, ``i = 0 … d/2-1`` (``d = d_model``) and ``h = d/2``:
+
+- ``paper``: ``PE[p, 2i] = sin(p ω_i)``, ``PE[p, 2i+1] = cos(p ω_i)`` (Vaswani et al. §3.5);
+- ``concat_halves``: ``PE[p, i] = sin(p ω_i)``, ``PE[p, h+i] = cos(p ω_i)`` — a column
+  permutation of ``paper`` (TensorFlow's tutorial), a convention, not a bug;
+- ``tensor2tensor``: halves as above with ``ω_i = exp(-i·ln(base)/(h-1))`` (tensor2tensor, fairseq);
+- ``sin_only``: ``PE[p, 2i] = PE[p, 2i+1] = sin(p ω_i)`` (bug: sin in the cos columns);
+- ``doubled_exponent``: interleaved with ``ω_i = base^{-4i/d}`` (bug: the loop steps by 2
+  *and* the exponent is ``2i/d``);
+- ``column_exponent``: column ``j`` uses ``base^{-2j/d}``, so ``sin(p·base^{-4i/d})`` sits
+  next to ``cos(p·base^{-(4i+2)/d})`` (bug);
+- ``shifted_cos_exponent``: ``PE[p, 2i+1] = cos(p·base^{-(2i+1)/d})`` (bug: cos exponent ``(2i+1)/d``).
+
+:func:`diagnose` compares a table with every variant's float64 table for the same
+shape and base, with a tolerance of float32 accuracy (``1e-5 + 2.5e-7·pos``; wider for
+float16/bfloat16 tables), and names the variant it matches.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from ._checks import check_base, check_d_model, check_float_dtype, check_float_tensor, check_int
+from .sinusoidal import inverse_frequencies, sinusoidal_table
+
+__all__ = [
+    "VARIANTS",
+    "SOURCES",
+    "EXPLANATIONS",
+    "CHEAP_TESTS",
+    "Diagnosis",
+    "diagnose",
+    "tolerance",
+    "paper",
+    "concat_halves",
+    "tensor2tensor",
+    "sin_only",
+    "doubled_exponent",
+    "column_exponent",
+    "shifted_cos_exponent",
+    "pe0_is_0101",
+    "row_norms_constant",
+    "pairs_on_unit_circle",
+    "frequencies_match",
+    "matches_formula",
+]
+
+Formula = Callable[[torch.Tensor, int, float], torch.Tensor]
+
+
+# --------------------------------------------------------------------------- formulas (float64)
+def _interleave(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.stack((a, b), dim=-1).flatten(-2)
+
+
+def _powers(exponents: torch.Tensor, base: float) -> torch.Tensor:
+    """``base ** (-exponents)`` in float64, as ``exp(-e·ln base)`` like :func:`inverse_frequencies`."""
+    return torch.exp(-exponents * math.log(base))
+
+
+def _f_paper(pos: torch.Tensor, d: int, base: float) -> torch.Tensor:
+    angles = pos[:, None] * inverse_frequencies(d, base)[None, :]
+    return _interleave(torch.sin(angles), torch.cos(angles))
+
+
+def _f_concat_halves(pos: torch.Tensor, d: int, base: float) -> torch.Tensor:
+    angles = pos[:, None] * inverse_frequencies(d, base)[None, :]
+    return torch.cat((torch.sin(angles), torch.cos(angles)), dim=-1)
+
+
+def _f_tensor2tensor(pos: torch.Tensor, d: int, base: float) -> torch.Tensor:
+    half = d // 2
+    inv_freq = torch.exp(-torch.arange(half, dtype=torch.float64) * (math.log(base) / max(half - 1, 1)))
+    angles = pos[:, None] * inv_freq[None, :]
+    return torch.cat((torch.sin(angles), torch.cos(angles)), dim=-1)
+
+
+def _f_sin_only(pos: torch.Tensor, d: int, base: float) -> torch.Tensor:
+    s = torch.sin(pos[:, None] * inverse_frequencies(d, base)[None, :])
+    return _interleave(s, s)
+
+
+def _f_doubled_exponent(pos: torch.Tensor, d: int, base: float) -> torch.Tensor:
+    angles = pos[:, None] * _powers(torch.arange(0, 2 * d, 4, dtype=torch.float64) / d, base)[None, :]
+    return _interleave(torch.sin(angles), torch.cos(angles))
+
+
+def _f_column_exponent(pos: torch.Tensor, d: int, base: float) -> torch.Tensor:
+    angles = pos[:, None] * _powers(2 * torch.arange(d, dtype=torch.float64) / d, base)[None, :]
+    return _interleave(torch.sin(angles[:, 0::2]), torch.cos(angles[:, 1::2]))
+
+
+def _f_shifted_cos_exponent(pos: torch.Tensor, d: int, base: float) -> torch.Tensor:
+    cos_freq = _powers(torch.arange(1, d, 2, dtype=torch.float64) / d, base)
+    return _interleave(
+        torch.sin(pos[:, None] * inverse_frequencies(d, base)[None, :]),
+        torch.cos(pos[:, None] * cos_freq[None, :]),
+    )
+
+
+_FORMULAS: dict[str, Formula] = {
+    "paper": _f_paper,
+    "concat_halves": _f_concat_halves,
+    "tensor2tensor": _f_tensor2tensor,
+    "sin_only": _f_sin_only,
+    "doubled_exponent": _f_doubled_exponent,
+    "column_exponent": _f_column_exponent,
+    "shifted_cos_exponent": _f_shifted_cos_exponent,
+}
+
+
+# --------------------------------------------------------------------------- builders
+def _build(name: str, max_len: object, d_model: object, base: object, dtype: object) -> torch.Tensor:
+    max_len = check_int("max_len", max_len, minimum=0)
+    d_model = check_d_model(d_model)
+    base = check_base(base)
+    dtype = check_float_dtype(dtype)
+    pos = torch.arange(max_len, dtype=torch.float64)
+    return _FORMULAS[name](pos, d_model, base).to(dtype)
+
+
+def paper(max_len: int, d_model: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The correct table: ``sin(p ω_i)`` in column ``2i``, ``cos(p ω_i)`` in ``2i+1``, ``ω_i = base^{-2i/d}``.
+
+    This is :func:`pe_lessons.sinusoidal_table` itself (same values, bit for bit).
+    """
+    check_float_dtype(dtype)
+    return sinusoidal_table(max_len, d_model, base=base, dtype=dtype)
+
+
+def concat_halves(max_len: int, d_model: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """``[sin(p ω_0) … sin(p ω_{h-1}) | cos(p ω_0) … cos(p ω_{h-1})]`` with the paper's ``ω_i``.
+
+    A convention, not a bug (TensorFlow's Transformer tutorial): ``paper(…)[:, P]`` with
+    ``P = [0, 2, 4, …, d-2, 1, 3, …, d-1]``.
+    """
+    return _build("concat_halves", max_len, d_model, base, dtype)
+
+
+def tensor2tensor(max_len: int, d_model: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Concatenated halves with ``ω_i = exp(-i·ln(base)/(h-1))``, ``h = d/2`` (tensor2tensor, fairseq).
+
+    The frequencies still run from 1 to exactly ``1/base`` but with ratio ``base^{-1/(h-1)}``
+    instead of ``base^{-2/d}``: a different (also working) convention. For ``h = 1`` the
+    denominator is taken as 1, as tensor2tensor does.
+    """
+    return _build("tensor2tensor", max_len, d_model, base, dtype)
+
+
+def sin_only(max_len: int, d_model: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Bug: ``sin(p ω_i)`` in column ``2i`` **and** ``2i+1`` (``encodings[:, 1::2] = torch.sin(…)``)."""
+    return _build("sin_only", max_len, d_model, base, dtype)
+
+
+def doubled_exponent(max_len: int, d_model: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Bug: ``for i in range(0, d_model, 2)`` with exponent ``2*i/d_model``: pair ``k`` gets ``base^{-4k/d}``."""
+    return _build("doubled_exponent", max_len, d_model, base, dtype)
+
+
+def column_exponent(max_len: int, d_model: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Bug: column ``j`` uses exponent ``2j/d``: ``sin(p·base^{-4i/d})`` next to ``cos(p·base^{-(4i+2)/d})``."""
+    return _build("column_exponent", max_len, d_model, base, dtype)
+
+
+def shifted_cos_exponent(max_len: int, d_model: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Bug: the cos column uses exponent ``(2i+1)/d``: ``cos(p·base^{-(2i+1)/d})`` next to ``sin(p ω_i)``."""
+    return _build("shifted_cos_exponent", max_len, d_model, base, dtype)
+
+
+#: name → builder. Correct conventions first (``paper``, ``concat_halves``, ``tensor2tensor``),
+#: then the bugs; :func:`diagnose` breaks ties in this order.
+VARIANTS: dict[str, Callable[..., torch.Tensor]] = {
+    "paper": paper,
+    "concat_halves": concat_halves,
+    "tensor2tensor": tensor2tensor,
+    "sin_only": sin_only,
+    "doubled_exponent": doubled_exponent,
+    "column_exponent": column_exponent,
+    "shifted_cos_exponent": shifted_cos_exponent,
+}
+
+#: name → where the variant is found in the wild (see the course's reference facts).
+SOURCES: dict[str, str] = {
+    "paper": "Vaswani et al. 2017, §3.5 (https://arxiv.org/abs/1706.03762); The Annotated Transformer; the PyTorch tutorial's PositionalEncoding",
+    "concat_halves": "TensorFlow's Transformer tutorial (https://www.tensorflow.org/text/tutorials/transformer)",
+    "tensor2tensor": "tensor2tensor get_timing_signal_1d (https://github.com/tensorflow/tensor2tensor); fairseq SinusoidalPositionalEmbedding (https://github.com/facebookresearch/fairseq)",
+    "sin_only": "the source notebook of this course; https://github.com/luopeixiang/im2latex/issues/10",
+    "doubled_exponent": "S. Herath, 'Positional Encoding in the Transformer Model' (Medium, 2024); the sin columns of https://github.com/SamLynnEvans/Transformer/issues/7",
+    "column_exponent": "https://github.com/Kyubyong/transformer/issues/38; https://github.com/jadore801120/attention-is-all-you-need-pytorch/issues/32; https://github.com/SamLynnEvans/Transformer/issues/7 (loop by 2, 2*i for sin, 2*(i+1) for cos)",
+    "shifted_cos_exponent": "https://github.com/maxjcohen/transformer/issues/62 (cos over arange(1, d_model, 2)); study notes on Transformer variants (formula only)",
+}
+
+#: name → what it is, its symptom, the usual line of code, and the fix.
+EXPLANATIONS: dict[str, str] = {
+    "paper": (
+        "This is the paper's table: sin(pos·ω_i) in column 2i and cos(pos·ω_i) in column 2i+1, "
+        "with ω_i = base^(-2i/d_model). PE(0) is [0, 1, 0, 1, …], every row has norm sqrt(d_model/2), "
+        "and PE(pos+k) is a rotation of PE(pos). Nothing to fix."
+    ),
+    "concat_halves": (
+        "Not a bug: the paper's frequencies in the concatenated layout [sin … sin | cos … cos] "
+        "(torch.cat((sin, cos), dim=-1) instead of writing into columns 0::2 and 1::2). It is a fixed "
+        "column permutation of the paper's table, so a model learns the same things; only a test that "
+        "expects sin/cos pairs in adjacent columns (PE(0) = [0, 1, 0, 1, …]) tells it apart. Keep one "
+        "layout everywhere, e.g. when loading weights trained with the other one."
+    ),
+    "tensor2tensor": (
+        "A different convention, not the paper's: concatenated [sin | cos] halves with frequencies "
+        "exp(-i·ln(base)/(d_model/2 - 1)), i.e. `log_timescale_increment = log(base) / (num_timescales - 1)`. "
+        "The slowest frequency is exactly 1/base, and the frequencies differ from the paper's by up to "
+        "a few per cent (3.5 % at d_model = 512). Models trained with it work; just do not mix it with "
+        "paper-style weights. To get the paper's table divide by d_model/2, not d_model/2 - 1, and interleave."
+    ),
+    "sin_only": (
+        "The odd columns hold sin instead of cos, so each odd column copies the even column before it: "
+        "half of the width carries no new information. Symptoms: PE(0) is all zeros, row norms wander "
+        "instead of staying at sqrt(d_model/2), and no linear map takes PE(pos) to PE(pos+k). The usual "
+        "line is `pe[:, 1::2] = torch.sin(position * div_term)`; it should be torch.cos."
+    ),
+    "doubled_exponent": (
+        "Frequencies too low: pair k uses base^(-4k/d_model) instead of base^(-2k/d_model), so the upper "
+        "half of the pairs is nearly constant and wavelengths reach base² instead of base. The table "
+        "still looks healthy: PE(0) = [0, 1, 0, 1, …] and every row has norm sqrt(d_model/2). The usual "
+        "code loops `for i in range(0, d_model, 2)` (i is already the column 2k) and then writes "
+        "`10000 ** (2 * i / d_model)`, doubling the exponent. Use i/d_model with that loop, or loop over "
+        "pairs i = 0 … d_model/2-1 with 2*i/d_model."
+    ),
+    "column_exponent": (
+        "Each column j uses its own exponent 2j/d_model, so the cos column of a pair turns at another "
+        "frequency than its sin column: (sin, cos) is no longer a point on the unit circle and row norms "
+        "wander. The usual line is `angle = pos / 10000 ** (2 * j / d_model)` over all columns j (or a loop "
+        "over columns i with `2 * i` for sin and `2 * (i + 1)` for cos). The exponent must use the pair "
+        "index: `2 * (j // 2) / d_model`."
+    ),
+    "shifted_cos_exponent": (
+        "The cos columns use exponent (2i+1)/d_model instead of 2i/d_model, so the cos column of a pair "
+        "turns slower than its sin column: sin² + cos² ≠ 1 within a pair, row norms wander and the "
+        "offset-k rotation is lost. It comes from misreading the formula as cos(pos / 10000^((2i+1)/d_model)); "
+        "in the paper 2i+1 is only the column index, the exponent is 2i/d_model for both columns of a pair."
+    ),
+}
+
+
+# --------------------------------------------------------------------------- tolerances and cheap tests
+_ATOL = {torch.float64: 1e-5, torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+#: per-position slack: a table whose angles were formed in float32 is off by up to ~8e-8·pos.
+_PER_POS = 2.5e-7
+
+
+def tolerance(positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Largest accepted ``|table - formula|`` at each position: ``atol(dtype) + 2.5e-7·pos``.
+
+    ``atol`` is 1e-5 for float32 **and** float64 tables (a float64 table computed in float32
+    and cast is still a correct table), 2e-3 for float16 and 1.6e-2 for bfloat16. The term in
+    ``pos`` admits tables whose angles ``pos·ω`` were formed in float32, the common
+    textbook code, whose error grows like ``pos·ulp``.
+    """
+    return _ATOL[dtype] + _PER_POS * positions.to(torch.float64)
+
+
+def _table_arg(table: object, *, min_rows: int = 1) -> torch.Tensor:
+    table = check_float_tensor("table", table)
+    if table.dim() != 2:
+        raise ValueError(f"table must be a 2-D tensor [max_len, d_model], got shape {list(table.shape)}")
+    n, d = table.shape
+    if d < 2 or d % 2:
+        raise ValueError(f"table must have an even number of columns (sin/cos pairs), got {d}")
+    if n < min_rows:
+        raise ValueError(f"table must have at least {min_rows} rows, got {n}")
+    return table
+
+
+def _as64(table: torch.Tensor) -> torch.Tensor:
+    return table.detach().to("cpu", torch.float64)
+
+
+def _close(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype, positions: torch.Tensor | None = None) -> bool:
+    tol = _ATOL[dtype] if positions is None else tolerance(positions, dtype)[:, None]
+    return bool(((a - b).abs() <= tol).all())
+
+
+def pe0_is_0101(table: torch.Tensor, base: float = 10000.0) -> bool:
+    """Cheap test 1: the first row is ``[0, 1, 0, 1, …]`` (every angle is 0 at position 0)."""
+    table = _table_arg(table)
+    check_base(base)
+    row = _as64(table)[0]
+    want = torch.tensor([0.0, 1.0], dtype=torch.float64).repeat(row.numel() // 2)
+    return _close(row, want, table.dtype)
+
+
+def row_norms_constant(table: torch.Tensor, base: float = 10000.0) -> bool:
+    """Cheap test 2: every row has norm ``sqrt(d_model/2)`` (one unit vector per pair)."""
+    table = _table_arg(table)
+    check_base(base)
+    norms = _as64(table).norm(dim=1)
+    return _close(norms, torch.full_like(norms, math.sqrt(table.shape[1] / 2)), table.dtype)
+
+
+def pairs_on_unit_circle(table: torch.Tensor, base: float = 10000.0) -> bool:
+    """Cheap test 3: ``PE[:, 2i]² + PE[:, 2i+1]² = 1`` for every pair (sin and cos of one angle)."""
+    table = _table_arg(table)
+    check_base(base)
+    t = _as64(table)
+    radius = t[:, 0::2] ** 2 + t[:, 1::2] ** 2
+    return bool(((radius - 1).abs() <= 2 * _ATOL[table.dtype]).all())
+
+
+def frequencies_match(table: torch.Tensor, base: float = 10000.0) -> bool:
+    """Cheap test 4: the sin columns turn at the paper's frequencies.
+
+    Row 1 holds ``sin(ω_i)`` in column ``2i``; since ``0 < ω_i ≤ 1 < π/2``,
+    ``asin(PE[1, 2i]) = ω_i = base^{-2i/d}``. Needs at least 2 rows.
+    """
+    table = _table_arg(table, min_rows=2)
+    base = check_base(base)
+    measured = torch.asin(_as64(table)[1, 0::2].clamp(-1, 1))
+    want = inverse_frequencies(table.shape[1], base)
+    return bool(((measured - want).abs() <= 2 * _ATOL[table.dtype]).all())
+
+
+def matches_formula(table: torch.Tensor, base: float = 10000.0) -> bool:
+    """Cheap test 5: every entry is within :func:`tolerance` of the float64 formula."""
+    table = _table_arg(table)
+    base = check_base(base)
+    pos = torch.arange(table.shape[0], dtype=torch.float64)
+    return _close(_as64(table), _f_paper(pos, table.shape[1], base), table.dtype, pos)
+
+
+#: name → cheap test ``(table, base) -> bool`` (True: the table passes). Each catches some bugs.
+CHEAP_TESTS: dict[str, Callable[..., bool]] = {
+    "PE(0) = [0,1,0,1,…]": pe0_is_0101,
+    "row norms = sqrt(d/2)": row_norms_constant,
+    "sin²+cos² = 1 per pair": pairs_on_unit_circle,
+    "frequencies = base^(-2i/d)": frequencies_match,
+    "matches float64 formula": matches_formula,
+}
+
+
+# --------------------------------------------------------------------------- diagnose
+@dataclass(frozen=True)
+class Diagnosis:
+    """What :func:`diagnose` found.
+
+    ``variant``: a name from :data:`VARIANTS`, or ``"unknown"``. ``explanation``: what is
+    wrong, the symptom, the usual line of code and the fix (or, for ``"unknown"``, the
+    closest variant and which cheap tests fail). ``nearest``: the variant with the smallest
+    error relative to the tolerance (equal to ``variant`` on a match). ``max_error``: the
+    largest ``|table - nearest's table|``. ``also_matches``: other variants the table
+    matches as well (variants that coincide for this shape and base).
+    """
+
+    variant: str
+    explanation: str
+    nearest: str
+    max_error: float
+    also_matches: tuple[str, ...] = ()
+
+
+_CHUNK_ROWS = 4096
+_SCREEN_ROWS = 64
+
+
+def _worst(table: torch.Tensor, name: str, base: float, rows: int | None = None) -> tuple[float, float]:
+    """(largest |diff| / tolerance, largest |diff|) between ``table[:rows]`` and variant ``name``."""
+    n, d = table.shape
+    n = n if rows is None else min(n, rows)
+    ratio, err = 0.0, 0.0
+    for start in range(0, n, _CHUNK_ROWS):
+        block = table[start : min(n, start + _CHUNK_ROWS)].detach().to("cpu", torch.float64)
+        pos = torch.arange(start, start + block.shape[0], dtype=torch.float64)
+        diff = (block - _FORMULAS[name](pos, d, base)).abs().nan_to_num(nan=math.inf)
+        ratio = max(ratio, (diff / tolerance(pos, table.dtype)[:, None]).max().item())
+        err = max(err, diff.max().item())
+    return ratio, err
+
+
+def diagnose(table: torch.Tensor, base: float = 10000.0) -> Diagnosis:
+    """Name the variant that built ``table`` (``[max_len ≥ 8, d_model ≥ 4 even]``), or ``"unknown"``.
+
+    The table is compared entry by entry with each variant's float64 table for the same
+    shape and ``base``; it matches a variant when every entry is within
+    :func:`tolerance` (float32 accuracy for float32 and float64 tables). If several
+    variants match (they can coincide, e.g. for a base very close to 1), the first in
+    :data:`VARIANTS` order wins — correct conventions before bugs — and the others are
+    listed in ``also_matches``. Note that a base is part of the question: a ``paper``
+    table built with ``base = b²`` *is* the ``doubled_exponent`` table of ``base = b``.
+    """
+    table = _table_arg(table, min_rows=8)
+    base = check_base(base)
+    if table.shape[1] < 4:
+        raise ValueError(f"table must have at least 4 columns to be diagnosed, got {table.shape[1]}")
+    # screen every variant on the first rows, then check the survivors on the whole table
+    screen = {name: _worst(table, name, base, _SCREEN_ROWS) for name in _FORMULAS}
+    full = {name: _worst(table, name, base) for name in _FORMULAS if screen[name][0] <= 1.0}
+    matches = [name for name, (ratio, _) in full.items() if ratio <= 1.0]
+    if matches:
+        name = matches[0]
+        text = EXPLANATIONS[name] + f" Seen in: {SOURCES[name]}."
+        if len(matches) > 1:
+            text += (
+                f" At this shape and base the table also matches {', '.join(matches[1:])}: these variants "
+                "coincide here, and the first in VARIANTS order is reported."
+            )
+        return Diagnosis(name, text, name, full[name][1], tuple(matches[1:]))
+    nearest = min(_FORMULAS, key=lambda name: full.get(name, screen[name])[0])  # ties: first in order
+    error = full[nearest][1] if nearest in full else _worst(table, nearest, base)[1]
+    failing = [label for label, test in CHEAP_TESTS.items() if not test(table, base)]
+    if error < 0.1:
+        closest = (
+            f"It is close to {nearest}, but off by up to {error:.2g}, more than float32 rounding allows "
+            "(noise? angles computed in float16/bfloat16, or in float32 at very large positions?). "
+        )
+    else:
+        closest = f"It is not close to any of them (even the nearest, {nearest}, is off by {error:.2g} somewhere). "
+    text = (
+        f"This table matches none of the {len(_FORMULAS)} known variants for base = {base:g}. {closest}"
+        f"Cheap tests that fail: {', '.join(failing) or 'none'}. Other causes: another base, "
+        "random or zero values, or a bug that is not in this gallery."
+    )
+    return Diagnosis("unknown", text, nearest, error)

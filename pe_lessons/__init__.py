@@ -1,8 +1,15 @@
 """pe_lessons: the helper package of the pe-lessons course on positional encoding.
 
 One module per idea; the notebooks import from here and the tests check it.
+
+- ``sinusoidal``: the paper's formula, accurate vectorized tables, the additive module
+- ``variants``: correct conventions and the bugs found in the wild, and ``diagnose``
+- ``offsets``: the linear-offset property (rotation matrices, similarity, table by rotation)
+- ``plots`` / ``widgets``: Altair charts and ipywidgets explorers (imported on demand)
+- ``exercises``: one checker per exercise
 """
 
+from .offsets import best_linear_map, offset_matrix, relative_similarity, table_by_rotation
 from .sinusoidal import (
     SinusoidalPositionalEncoding,
     inverse_frequencies,
@@ -10,6 +17,7 @@ from .sinusoidal import (
     sinusoidal_table,
     wavelengths,
 )
+from .variants import VARIANTS, Diagnosis, diagnose
 
 __version__ = "0.1.0"
 
@@ -19,4 +27,11 @@ __all__ = [
     "pe_formula",
     "sinusoidal_table",
     "wavelengths",
+    "VARIANTS",
+    "Diagnosis",
+    "diagnose",
+    "best_linear_map",
+    "offset_matrix",
+    "relative_similarity",
+    "table_by_rotation",
 ]

@@ -3,10 +3,11 @@
 One module per notebook (``nb01``, ``nb02``, …); everything is re-exported here.
 """
 
+from . import nb01, nb02, nb03, nb05
 from ._feedback import Feedback
 from .nb01 import *  # noqa: F401,F403
-from .nb01 import __all__ as _nb01
 from .nb02 import *  # noqa: F401,F403
-from .nb02 import __all__ as _nb02
+from .nb03 import *  # noqa: F401,F403
+from .nb05 import *  # noqa: F401,F403
 
-__all__ = ["Feedback", *_nb01, *_nb02]
+__all__ = ["Feedback", *nb01.__all__, *nb02.__all__, *nb03.__all__, *nb05.__all__]

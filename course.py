@@ -3,6 +3,7 @@
 
     python3 course.py lab        set up .venv and open the course in JupyterLab
     python3 course.py test       set up .venv and run every test (pytest + strict nbval)
+    python3 course.py setup      only set up .venv
     python3 course.py execute    re-execute notebooks in place, in fresh kernels
     python3 course.py sync       regenerate each notebook's Colab badge and setup cell
     python3 course.py student    write student copies without solutions to build/student/
@@ -78,6 +79,11 @@ def course_env() -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
     env.setdefault("HYPOTHESIS_PROFILE", "ci")
     return env
+
+
+def cmd_setup(args: argparse.Namespace) -> int:
+    print("ready:", setup(pinned=not args.unpinned).relative_to(ROOT))
+    return 0
 
 
 def cmd_lab(args: argparse.Namespace) -> int:
@@ -201,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, func, help_ in [
         ("lab", cmd_lab, "set up and open the course in JupyterLab"),
         ("test", cmd_test, "set up and run every test (pytest + strict nbval)"),
+        ("setup", cmd_setup, "only set up .venv"),
         ("execute", cmd_execute, "re-execute notebooks in place so stored outputs match the code"),
         ("sync", cmd_sync, "regenerate the Colab badge and setup cell of each notebook from pyproject.toml"),
         ("student", cmd_student, "write student copies without solution cells to build/student/"),
@@ -209,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name, help=help_)
         p.set_defaults(func=func)
         p.add_argument("--unpinned", action="store_true", help="ignore constraints.txt (version ranges only)")
-        if name != "lab":
+        if name not in ("lab", "setup"):
             p.add_argument("notebooks", nargs="*", help="notebooks (default: all of notebooks/)")
     # options this script does not know (e.g. pytest's -k, -x) pass through to the tool it runs
     args, args.extra = parser.parse_known_args(argv)

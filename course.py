@@ -88,7 +88,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
 
 def cmd_lab(args: argparse.Namespace) -> int:
     python = setup(pinned=not args.unpinned)
-    return run([python, "-m", "jupyter", "lab", "--notebook-dir", NOTEBOOKS, *args.extra])
+    root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []  # e.g. in a container
+    return run([python, "-m", "jupyter", "lab", "--notebook-dir", NOTEBOOKS, *root, *args.extra])
 
 
 def cmd_test(args: argparse.Namespace) -> int:

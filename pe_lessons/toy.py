@@ -392,7 +392,7 @@ def train(
     *,
     seq_len: int | tuple[int, int],
     steps: int = 200,
-    batch_size: int = 64,
+    batch_size: int = 32,
     lr: float = 3e-3,
     seed: int = 0,
 ) -> pd.DataFrame:

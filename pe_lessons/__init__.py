@@ -5,10 +5,12 @@ One module per idea; the notebooks import from here and the tests check it.
 - ``sinusoidal``: the paper's formula, accurate vectorized tables, the additive module
 - ``variants``: correct conventions and the bugs found in the wild, and ``diagnose``
 - ``offsets``: the linear-offset property (rotation matrices, similarity, table by rotation)
+- ``learned``: a trainable position table; ``toy``: a tiny Transformer with pluggable positions
 - ``plots`` / ``widgets``: Altair charts and ipywidgets explorers (imported on demand)
 - ``exercises``: one checker per exercise
 """
 
+from .learned import LearnedPositionalEmbedding
 from .offsets import best_linear_map, offset_matrix, relative_similarity, table_by_rotation
 from .sinusoidal import (
     SinusoidalPositionalEncoding,
@@ -27,6 +29,7 @@ __all__ = [
     "pe_formula",
     "sinusoidal_table",
     "wavelengths",
+    "LearnedPositionalEmbedding",
     "VARIANTS",
     "Diagnosis",
     "diagnose",

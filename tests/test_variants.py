@@ -332,6 +332,7 @@ def test_nb03_checkers():
         if name != "shifted_cos_exponent":
             assert "cheap test" in check_mystery(name).message
     assert "variant names" in check_mystery("cos").message and not check_mystery(None).ok
+    assert "as a string" in check_mystery(["sin_only"]).message and "as a string" in check_mystery(VARIANTS["sin_only"]).message
 
     bug = check_dropout_fix(lambda x, table, p, training: F.dropout(x + table[: x.shape[1]], p=p))
     assert not bug.ok and "training=training" in bug.message

@@ -224,6 +224,7 @@ def table_by_rotation(
         block = check_int("block", block, minimum=1)
     if max_len == 0:
         return torch.empty(0, d_model, dtype=dtype)
+    block = min(block, max_len)  # a longer block adds rows that are cut off anyway (same table)
     work = torch.float64 if dtype == torch.float64 else torch.float32
     inv_freq = inverse_frequencies(d_model, base)  # float64
     n_blocks = -(-max_len // block)

@@ -115,7 +115,21 @@ def offset_similarity(offsets: object, d_model: int, base: float = 10000.0) -> t
     base = check_base(base)
     if ks.numel() and ks.abs().max().item() > MAX_OFFSET:
         raise ValueError("offsets must satisfy |k| <= 2**53 (exact in float64)")
-    return torch.cos(ks.to(torch.float64)[:, None] * inverse_frequencies(d_model, base)).sum(-1)
+    return _cos_sums(ks, inverse_frequencies(d_model, base))
+
+
+#: Largest number of angles formed at once (keeps memory bounded for long inputs).
+_CHUNK_ANGLES = 2**22
+
+
+def _cos_sums(ks: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
+    """``Σ_i cos(k·ω_i)`` for each integer ``k`` in ``ks`` (float64), in chunks of rows."""
+    out = torch.empty(ks.numel(), dtype=torch.float64)
+    step = max(1, _CHUNK_ANGLES // inv_freq.numel())
+    for start in range(0, ks.numel(), step):
+        angles = ks[start : start + step].to(torch.float64)[:, None] * inv_freq
+        out[start : start + step] = torch.cos(angles).sum(-1)
+    return out
 
 
 def relative_similarity(positions: object, d_model: int, base: float = 10000.0) -> torch.Tensor:
@@ -129,11 +143,15 @@ def relative_similarity(positions: object, d_model: int, base: float = 10000.0) 
     pos = _positions("positions", positions)
     d_model = check_d_model(d_model)
     base = check_base(base)
+    if pos.numel() and pos.abs().max().item() > MAX_OFFSET:  # also keeps p − q from overflowing int64
+        raise ValueError("positions must satisfy |pos| <= 2**53 (exact in float64)")
     diff = pos[:, None] - pos[None, :]
     if diff.numel() and diff.abs().max().item() > MAX_OFFSET:
         raise ValueError("positions must be less than 2**53 apart (exact in float64)")
-    inv_freq = inverse_frequencies(d_model, base)
-    return torch.cos(diff.to(torch.float64)[..., None] * inv_freq).sum(-1)
+    # one cosine sum per distinct offset (at most 2n − 1 for consecutive positions), not per (p, q):
+    # memory stays O(n²) instead of O(n²·d_model)
+    offsets, where = torch.unique(diff, return_inverse=True)
+    return _cos_sums(offsets, inverse_frequencies(d_model, base))[where]
 
 
 class LinearFit(NamedTuple):
@@ -206,6 +224,7 @@ def table_by_rotation(
         block = check_int("block", block, minimum=1)
     if max_len == 0:
         return torch.empty(0, d_model, dtype=dtype)
+    block = min(block, max_len)  # a longer block adds rows that are cut off anyway (same table)
     work = torch.float64 if dtype == torch.float64 else torch.float32
     inv_freq = inverse_frequencies(d_model, base)  # float64
     n_blocks = -(-max_len // block)

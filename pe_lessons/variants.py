@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._checks import check_base, check_d_model, check_float_dtype, check_float_tensor, check_int
+from ._checks import check_base, check_d_model, check_float_dtype, check_float_tensor, check_int, check_tensor
 from .sinusoidal import inverse_frequencies, sinusoidal_table
 
 __all__ = [
@@ -264,7 +264,9 @@ def tolerance(positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     ``pos`` admits tables whose angles ``pos·ω`` were formed in float32, the common
     textbook code, whose error grows like ``pos·ulp``.
     """
-    return _ATOL[dtype] + _PER_POS * positions.to(torch.float64)
+    positions = check_tensor("positions", positions)
+    dtype = check_float_dtype(dtype)
+    return _ATOL[dtype] + _PER_POS * positions.detach().to("cpu", torch.float64)
 
 
 def _table_arg(table: object, *, min_rows: int = 1) -> torch.Tensor:
@@ -411,8 +413,11 @@ def diagnose(table: torch.Tensor, base: float = 10000.0) -> Diagnosis:
                 "coincide here, and the first in VARIANTS order is reported."
             )
         return Diagnosis(name, text, name, full[name][1], tuple(matches[1:]))
-    nearest = min(_FORMULAS, key=lambda name: full.get(name, screen[name])[0])  # ties: first in order
-    error = full[nearest][1] if nearest in full else _worst(table, nearest, base)[1]
+    # no match: compare with every variant over the whole table (the screen only gives a lower
+    # bound), so that `nearest` really is the variant with the smallest error relative to the tolerance
+    full.update({name: _worst(table, name, base) for name in _FORMULAS if name not in full})
+    nearest = min(_FORMULAS, key=lambda name: full[name][0])  # ties: first in order
+    error = full[nearest][1]
     failing = [label for label, test in CHEAP_TESTS.items() if not test(table, base)]
     if error < 0.1:
         closest = (

@@ -129,6 +129,23 @@ def test_similarity_on_arbitrary_positions_and_not_monotone():
     torch.testing.assert_close(offset_similarity([-3, 3], 64)[0], offset_similarity([-3, 3], 64)[1])
 
 
+def test_similarity_of_long_inputs_stays_small_in_memory():
+    # a [n, n, d_model/2] tensor of angles would need 2000·2000·256·8 bytes = 8 GB here
+    s = relative_similarity(2000, 512)
+    assert s.shape == (2000, 2000) and torch.equal(s, s.T)
+    prof = offset_similarity(2000, 512)
+    assert torch.equal(s[1999], prof.flip(0)) and torch.equal(s[:, 0], prof)
+    rows = reference([0, 1234, 1999], 512)
+    torch.testing.assert_close(s[1234, [0, 1999]], rows[1] @ rows[[0, 2]].T, rtol=0, atol=1e-9)
+    big = offset_similarity(torch.arange(20000), 1024)  # chunked: 20000·512 angles
+    torch.testing.assert_close(big[[0, 7, 19999]], offset_similarity([0, 7, 19999], 1024), rtol=0, atol=1e-12)
+
+
+def test_huge_positions_are_rejected_not_wrapped():
+    with pytest.raises(ValueError, match="2\\*\\*53"):
+        relative_similarity([2**62, -(2**62)], 8)  # p − q would overflow int64
+
+
 @pytest.mark.parametrize("d_model", [4, 8, 16, 64])
 @pytest.mark.parametrize("k", [1, 7, -5])
 def test_best_linear_map_correct_vs_sin_only(d_model, k):
@@ -154,6 +171,12 @@ def test_table_by_rotation_matches_formula(max_len, d_model, base, block):
         assert (t.double() - reference(range(max_len), d_model, base)).abs().max().item() <= 5e-7
         t64 = table_by_rotation(max_len, d_model, base=base, block=block, dtype=torch.float64)
         assert (t64 - reference(range(max_len), d_model, base)).abs().max().item() <= 1e-12
+
+
+def test_table_by_rotation_block_longer_than_table():
+    # B >= max_len: every row is an exact row; a huge B must not allocate B rows
+    assert torch.equal(table_by_rotation(10, 8, block=10**12), table_by_rotation(10, 8, block=10))
+    torch.testing.assert_close(table_by_rotation(10, 8, block=10**12, dtype=torch.float64), reference(range(10), 8), rtol=0, atol=1e-15)
 
 
 def test_table_by_rotation_large_positions():

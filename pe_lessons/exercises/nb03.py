@@ -93,6 +93,8 @@ def check_mystery(answer: str | None) -> Feedback:
     """Check the name of the variant that built :func:`mystery_table`."""
     if answer is None or answer is Ellipsis:
         return not_done()
+    if not isinstance(answer, str):
+        return failed(f"Answer with the variant's name as a string, e.g. \"sin_only\", got {type(answer).__name__}.")
     if answer == _MYSTERY:
         return passed(
             f"It is {_MYSTERY}: PE(0) and the sin-column frequencies are right, but the pairs leave the "

@@ -1,0 +1,448 @@
+r"""A tiny Transformer encoder with a pluggable position scheme, two order tasks, training and evaluation.
+
+Small enough to train in seconds on a laptop CPU, so students can compare position
+schemes themselves.
+
+Model. Tokens → embedding ``E[token]`` → position scheme → ``n_layers`` pre-norm encoder
+blocks (multi-head self-attention, then a 2-layer MLP, each added to the residual) →
+LayerNorm → linear head. Attention, written out in :func:`attention`, is
+
+.. math::
+
+    \mathrm{Attention}(q, k, v) = \mathrm{softmax}\!\Big(\frac{\tilde q\, \tilde k^\top}{\sqrt{head\_dim}}\Big)\, v,
+    \qquad (\tilde q, \tilde k) = \mathrm{rotate}(q, k, positions)
+
+with no mask (every token sees every token). Position schemes:
+
+- ``"none"``: nothing; the model is then permutation equivariant (permute the tokens,
+  the per-token outputs permute the same way) and a mean-pooled output is invariant.
+- ``"sinusoidal"``: :class:`~pe_lessons.sinusoidal.SinusoidalPositionalEncoding` added to the embeddings.
+- ``"learned"``: :class:`~pe_lessons.learned.LearnedPositionalEmbedding` added to the embeddings.
+- ``"rotary"`` (only when ``pe_lessons.rotary`` exists): nothing is added; ``rotate``
+  turns q and k by position-dependent angles before the dot product.
+
+Tasks (both need positions; both have a fixed vocabulary of ``n_symbols`` filler tokens):
+
+- :class:`OrderTask` (``"order"``): two marker tokens A and B sit at random places among
+  random fillers; say which comes first (2 classes, one answer per sequence, mean-pooled).
+  Batches come in pairs — each sequence and its twin with A and B swapped — so a
+  position-free model, which gives both twins the same output, scores exactly 50 %.
+- :class:`PreviousTokenTask` (``"previous"``): at every position ``pos ≥ 1`` output the
+  token at ``pos - 1`` (a purely relative rule; position 0 is not scored).
+
+Determinism: :func:`make_model` initialises from ``seed`` and leaves torch's global RNG
+as it found it; data come from ``torch.Generator`` objects seeded explicitly; the ops
+are deterministic on CPU. Results may still differ in the last bits between CPUs or
+thread counts, so report trained metrics rounded or as thresholds.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._checks import check_d_model, check_int, check_tensor
+from .learned import LearnedPositionalEmbedding
+from .sinusoidal import SinusoidalPositionalEncoding
+
+__all__ = [
+    "Rotate",
+    "available_schemes",
+    "attention",
+    "MultiHeadSelfAttention",
+    "EncoderBlock",
+    "ToyTransformer",
+    "OrderTask",
+    "PreviousTokenTask",
+    "TASKS",
+    "make_task",
+    "make_model",
+    "train",
+    "evaluate",
+]
+
+#: ``rotate(q, k, positions) -> (q, k)``: q and k are ``[batch, heads, seq, head_dim]``,
+#: positions an int64 tensor ``[seq]``.
+Rotate = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], "tuple[torch.Tensor, torch.Tensor]"]
+
+_BASE_SCHEMES = ("none", "sinusoidal", "learned")
+IGNORE = -100  # label of positions that are not scored
+
+
+def available_schemes() -> tuple[str, ...]:
+    """The position schemes :class:`ToyTransformer` accepts here: ``"rotary"`` once ``pe_lessons.rotary`` exists."""
+    if importlib.util.find_spec(f"{__package__}.rotary") is not None:
+        return _BASE_SCHEMES + ("rotary",)
+    return _BASE_SCHEMES
+
+
+def _check_scheme(scheme: object) -> str:
+    schemes = available_schemes()
+    if not isinstance(scheme, str) or scheme not in schemes:
+        raise ValueError(f"scheme must be one of {', '.join(map(repr, schemes))}; got {scheme!r}")
+    return scheme
+
+
+def _rotary_hook() -> Rotate:
+    from .rotary import apply_rope  # type: ignore[import-not-found]  # added by the rotary notebook
+
+    def rotate(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return apply_rope(q, positions), apply_rope(k, positions)
+
+    return rotate
+
+
+def attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    rotate: Rotate | None = None,
+    positions: torch.Tensor | None = None,
+) -> torch.Tensor:
+    r"""Scaled dot-product attention, unmasked: ``softmax(q̃ k̃ᵀ / √head_dim) v``.
+
+    ``q, k, v`` are ``[batch, heads, seq, head_dim]``. When ``rotate`` is given,
+    ``(q̃, k̃) = rotate(q, k, positions)`` (``positions`` default to ``arange(seq)``);
+    otherwise ``q̃, k̃ = q, k``. Returns ``[batch, heads, seq, head_dim]``.
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_tensor(name, t)
+        if t.dim() != 4:
+            raise ValueError(f"{name} must have shape [batch, heads, seq, head_dim], got {list(t.shape)}")
+    if q.shape != k.shape or k.shape[:-1] != v.shape[:-1]:
+        raise ValueError(f"q, k, v shapes do not fit: q {list(q.shape)}, k {list(k.shape)}, v {list(v.shape)}")
+    if rotate is not None:
+        seq = q.shape[-2]
+        if positions is None:
+            positions = torch.arange(seq, device=q.device)
+        q, k = rotate(q, k, positions)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return torch.softmax(scores, dim=-1) @ v
+
+
+class MultiHeadSelfAttention(nn.Module):
+    """Self-attention with ``n_heads`` heads of width ``d_model // n_heads``; see :func:`attention`."""
+
+    def __init__(self, d_model: int, n_heads: int, rotate: Rotate | None = None) -> None:
+        super().__init__()
+        d_model = check_d_model(d_model)
+        n_heads = check_int("n_heads", n_heads, minimum=1)
+        if d_model % n_heads or (d_model // n_heads) % 2:
+            raise ValueError(
+                f"n_heads must split d_model={d_model} into heads of even width, got n_heads={n_heads}"
+            )
+        self.n_heads, self.head_dim = n_heads, d_model // n_heads
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+        self.rotate = rotate
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        y = attention(q, k, v, rotate=self.rotate, positions=positions)
+        return self.out(y.transpose(1, 2).reshape(b, s, d))
+
+
+class EncoderBlock(nn.Module):
+    """Pre-norm encoder block: ``x + attn(LN(x))``, then ``x + MLP(LN(x))`` (MLP width 4·d_model, GELU)."""
+
+    def __init__(self, d_model: int, n_heads: int, rotate: Rotate | None = None) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(d_model)
+        self.attn = MultiHeadSelfAttention(d_model, n_heads, rotate)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.attn(self.norm1(x), positions)
+        return x + self.mlp(self.norm2(x))
+
+
+class ToyTransformer(nn.Module):
+    """Token ids ``[batch, seq]`` → logits: ``[batch, n_classes]`` if ``pooled`` (mean over positions),
+    else ``[batch, seq, n_classes]``.
+
+    ``scheme`` is one of :func:`available_schemes`. ``max_len`` is the learned table's
+    length (ignored by the other schemes, which exist at every position).
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        n_classes: int,
+        *,
+        scheme: str = "none",
+        d_model: int = 32,
+        n_heads: int = 2,
+        n_layers: int = 2,
+        max_len: int = 16,
+        pooled: bool = False,
+    ) -> None:
+        super().__init__()
+        self.vocab_size = check_int("vocab_size", vocab_size, minimum=1)
+        self.n_classes = check_int("n_classes", n_classes, minimum=2)
+        self.scheme = _check_scheme(scheme)
+        self.d_model = check_d_model(d_model)
+        n_layers = check_int("n_layers", n_layers, minimum=1)
+        max_len = check_int("max_len", max_len, minimum=1)
+        if not isinstance(pooled, bool):
+            raise TypeError(f"pooled must be True or False, got {pooled!r}")
+        self.pooled = pooled
+        self.embed = nn.Embedding(self.vocab_size, self.d_model)
+        self.position: nn.Module | None = None
+        rotate = None
+        if scheme == "sinusoidal":
+            self.position = SinusoidalPositionalEncoding(self.d_model, max_len=max_len)
+        elif scheme == "learned":
+            self.position = LearnedPositionalEmbedding(max_len, self.d_model)
+        elif scheme == "rotary":
+            rotate = _rotary_hook()
+        self.blocks = nn.ModuleList(EncoderBlock(self.d_model, n_heads, rotate) for _ in range(n_layers))
+        self.norm = nn.LayerNorm(self.d_model)
+        self.head = nn.Linear(self.d_model, self.n_classes)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        tokens = check_tensor("tokens", tokens)
+        if tokens.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
+            raise TypeError(f"tokens must hold integer token ids, got dtype {tokens.dtype}")
+        if tokens.dim() != 2 or tokens.shape[1] == 0:
+            raise ValueError(f"tokens must have shape [batch, seq] with seq >= 1, got {list(tokens.shape)}")
+        if tokens.numel() and (tokens.min() < 0 or tokens.max() >= self.vocab_size):
+            raise ValueError(
+                f"tokens must be ids in 0 … {self.vocab_size - 1} (vocab_size={self.vocab_size}), "
+                f"got values in {int(tokens.min())} … {int(tokens.max())}"
+            )
+        x = self.embed(tokens.long())
+        if self.position is not None:
+            x = self.position(x)
+        positions = torch.arange(tokens.shape[1], device=tokens.device)
+        for block in self.blocks:
+            x = block(x, positions)
+        logits = self.head(self.norm(x))
+        return logits.mean(dim=1) if self.pooled else logits
+
+    def with_longer_table(self, max_len: int, *, seed: int = 0) -> "ToyTransformer":
+        """A copy whose learned table has ``max_len`` rows; the new rows are untrained ``N(0, 0.02²)`` draws."""
+        if self.scheme != "learned":
+            raise ValueError(f"with_longer_table needs scheme='learned', this model uses {self.scheme!r}")
+        assert isinstance(self.position, LearnedPositionalEmbedding)
+        seed = check_int("seed", seed)
+        twin = copy.deepcopy(self)
+        twin.position = self.position.extended(max_len, generator=torch.Generator().manual_seed(seed))
+        return twin
+
+    def extra_repr(self) -> str:
+        return f"scheme={self.scheme!r}, pooled={self.pooled}"
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+def _check_batch(batch_size: object, seq_len: object, minimum_seq: int) -> tuple[int, int]:
+    batch_size = check_int("batch_size", batch_size, minimum=2)
+    seq_len = check_int("seq_len", seq_len, minimum=minimum_seq)
+    return batch_size, seq_len
+
+
+@dataclass(frozen=True)
+class OrderTask:
+    """Which of the two markers A, B comes first? Label 0: A first; 1: B first.
+
+    Tokens ``0 … n_symbols-1`` are fillers, ``n_symbols`` is A, ``n_symbols+1`` is B.
+    A batch holds ``batch_size // 2`` random sequences followed by their twins with A
+    and B swapped (so labels are exactly balanced).
+    """
+
+    n_symbols: int = 8
+    name = "order"
+    pooled = True
+
+    def __post_init__(self) -> None:
+        check_int("n_symbols", self.n_symbols, minimum=1)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.n_symbols + 2
+
+    @property
+    def n_classes(self) -> int:
+        return 2
+
+    def sample(self, batch_size: int, seq_len: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """``tokens [batch_size, seq_len]`` (int64) and ``labels [batch_size]``; ``batch_size`` even, ``seq_len ≥ 2``."""
+        batch_size, seq_len = _check_batch(batch_size, seq_len, 2)
+        if batch_size % 2:
+            raise ValueError(f"batch_size must be even (sequences come with their swapped twins), got {batch_size}")
+        half = batch_size // 2
+        tokens = torch.randint(0, self.n_symbols, (half, seq_len), generator=generator)
+        places = torch.rand(half, seq_len, generator=generator).argsort(dim=1)[:, :2]  # two distinct positions
+        a, b = places[:, 0], places[:, 1]
+        rows = torch.arange(half)
+        tokens[rows, a], tokens[rows, b] = self.n_symbols, self.n_symbols + 1
+        twins = tokens.clone()
+        twins[rows, a], twins[rows, b] = self.n_symbols + 1, self.n_symbols
+        labels = (b < a).long()  # 1 when B comes first
+        return torch.cat([tokens, twins]), torch.cat([labels, 1 - labels])
+
+
+@dataclass(frozen=True)
+class PreviousTokenTask:
+    """At every position ``pos ≥ 1``, output the token at ``pos - 1`` (position 0 is not scored)."""
+
+    n_symbols: int = 8
+    name = "previous"
+    pooled = False
+
+    def __post_init__(self) -> None:
+        check_int("n_symbols", self.n_symbols, minimum=2)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.n_symbols
+
+    @property
+    def n_classes(self) -> int:
+        return self.n_symbols
+
+    def sample(self, batch_size: int, seq_len: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """``tokens [batch_size, seq_len]`` and ``labels [batch_size, seq_len]`` (``-100`` at position 0)."""
+        batch_size, seq_len = _check_batch(batch_size, seq_len, 2)
+        tokens = torch.randint(0, self.n_symbols, (batch_size, seq_len), generator=generator)
+        labels = torch.full_like(tokens, IGNORE)
+        labels[:, 1:] = tokens[:, :-1]
+        return tokens, labels
+
+
+Task = OrderTask | PreviousTokenTask
+TASKS: dict[str, type] = {"order": OrderTask, "previous": PreviousTokenTask}
+
+
+def make_task(name: str, **kwargs) -> Task:
+    """``make_task("order")`` or ``make_task("previous", n_symbols=8)``."""
+    if not isinstance(name, str) or name not in TASKS:
+        raise ValueError(f"task must be one of {', '.join(map(repr, TASKS))}; got {name!r}")
+    return TASKS[name](**kwargs)
+
+
+def _check_task(task: object) -> Task:
+    if not isinstance(task, (OrderTask, PreviousTokenTask)):
+        raise TypeError(f"task must be an OrderTask or PreviousTokenTask (see make_task), got {type(task).__name__}")
+    return task
+
+
+def make_model(task: Task, scheme: str, *, seed: int = 0, **kwargs) -> ToyTransformer:
+    """A :class:`ToyTransformer` sized for ``task``, initialised from ``seed``.
+
+    Torch's global RNG is restored afterwards. ``kwargs`` go to :class:`ToyTransformer`
+    (``d_model``, ``n_heads``, ``n_layers``, ``max_len``).
+    """
+    task = _check_task(task)
+    seed = check_int("seed", seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return ToyTransformer(task.vocab_size, task.n_classes, scheme=scheme, pooled=task.pooled, **kwargs)
+
+
+# --------------------------------------------------------------------------- training
+
+
+def _loss_and_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, float]:
+    logits, labels = logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)
+    loss = F.cross_entropy(logits, labels, ignore_index=IGNORE)
+    scored = labels != IGNORE
+    accuracy = (logits.argmax(-1)[scored] == labels[scored]).float().mean().item()
+    return loss, accuracy
+
+
+def _check_model(model: object, task: Task) -> ToyTransformer:
+    if not isinstance(model, ToyTransformer):
+        raise TypeError(f"model must be a ToyTransformer (see make_model), got {type(model).__name__}")
+    if model.vocab_size != task.vocab_size or model.n_classes != task.n_classes or model.pooled != task.pooled:
+        raise ValueError(f"model does not fit the {task.name!r} task: build it with make_model(task, scheme)")
+    return model
+
+
+def train(
+    model: ToyTransformer,
+    task: Task,
+    *,
+    seq_len: int | tuple[int, int],
+    steps: int = 200,
+    batch_size: int = 64,
+    lr: float = 3e-3,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Train ``model`` in place with AdamW on fresh batches; return one row per step.
+
+    ``seq_len`` is one length or an inclusive range ``(lo, hi)`` drawn per step.
+    Data come from ``torch.Generator().manual_seed(seed)``. The frame has columns
+    ``step`` (1 … steps), ``seq_len``, ``loss`` and ``accuracy`` of each training batch
+    (measured before that step's update).
+    """
+    task = _check_task(task)
+    model = _check_model(model, task)
+    if isinstance(seq_len, tuple):
+        if len(seq_len) != 2:
+            raise ValueError(f"seq_len must be an int or a (lo, hi) pair, got {seq_len!r}")
+        lo = check_int("seq_len[0]", seq_len[0], minimum=2)
+        hi = check_int("seq_len[1]", seq_len[1], minimum=lo)
+    else:
+        lo = hi = check_int("seq_len", seq_len, minimum=2)
+    steps = check_int("steps", steps, minimum=1)
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr < 1:
+        raise ValueError(f"lr must be a learning rate in (0, 1), got {lr!r}")
+    generator = torch.Generator().manual_seed(check_int("seed", seed))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=float(lr))
+    model.train()
+    rows = []
+    for step in range(1, steps + 1):
+        n = lo if lo == hi else int(torch.randint(lo, hi + 1, (1,), generator=generator))
+        tokens, labels = task.sample(batch_size, n, generator)
+        loss, accuracy = _loss_and_accuracy(model(tokens), labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        rows.append((step, n, loss.item(), accuracy))
+    model.eval()
+    return pd.DataFrame(rows, columns=["step", "seq_len", "loss", "accuracy"])
+
+
+@torch.no_grad()
+def evaluate(
+    model: ToyTransformer,
+    task: Task,
+    *,
+    seq_len: int,
+    n: int = 512,
+    seed: int = 1234,
+    extend_learned: bool = False,
+) -> dict[str, float]:
+    """Loss and accuracy of ``model`` on ``n`` fresh sequences of length ``seq_len``.
+
+    For a ``"learned"`` model and ``seq_len`` beyond its table: by default the table's
+    ``ValueError``; with ``extend_learned=True`` a copy with untrained extra rows
+    (:meth:`ToyTransformer.with_longer_table`) is evaluated instead.
+    """
+    task = _check_task(task)
+    model = _check_model(model, task)
+    seq_len = check_int("seq_len", seq_len, minimum=2)
+    n = check_int("n", n, minimum=2)
+    if not isinstance(extend_learned, bool):
+        raise TypeError(f"extend_learned must be True or False, got {extend_learned!r}")
+    if extend_learned and isinstance(model.position, LearnedPositionalEmbedding) and seq_len > model.position.max_len:
+        model = model.with_longer_table(seq_len, seed=seed)
+    tokens, labels = task.sample(n, seq_len, torch.Generator().manual_seed(check_int("seed", seed)))
+    was_training = model.training
+    model.eval()
+    loss, accuracy = _loss_and_accuracy(model(tokens), labels)
+    model.train(was_training)
+    return {"loss": loss.item(), "accuracy": accuracy}

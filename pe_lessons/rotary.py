@@ -36,8 +36,9 @@ floats (bfloat16 cannot even hold the integers above 256).
 
 Speed. cos/sin tables are cached per ``(head_dim, base, device, dtype)`` and
 grown on demand. The interleaved layout is one complex multiplication (one
-pass over ``x``); the half layout is four fused multiply(-add)s on the two
-halves, written into one preallocated output — no ``rotate_half`` copy.
+pass over ``x``); the half layout writes the sin terms of each half straight
+into a preallocated output and adds the cos terms with one multiply-add over
+the whole tensor — no ``rotate_half`` copy.
 """
 
 from __future__ import annotations
@@ -163,11 +164,11 @@ def _layout_tables(cos: torch.Tensor, sin: torch.Tensor, layout: str) -> tuple[t
     """The two tables :func:`_rotate` uses for ``layout``, from cos and sin (``[n, head_dim/2]``).
 
     interleaved: ``(cos + i·sin, None)`` — exact, it only packs the two — or ``(cos, sin)``
-    where the device has no complex type; half: ``([cos | cos], sin)``.
+    where the device has no complex type; half: ``([cos | cos], [-sin | sin])``.
     """
     with torch.inference_mode(False), torch.no_grad():  # cached tables must be usable with autograd later
         if layout == "half":
-            return torch.cat((cos, cos), dim=-1), sin
+            return torch.cat((cos, cos), dim=-1), torch.cat((-sin, sin), dim=-1)
         try:
             return torch.complex(cos, sin), None
         except (RuntimeError, TypeError):  # pragma: no cover - devices without complex support
@@ -190,11 +191,15 @@ def _rotate(x: torch.Tensor, first: torch.Tensor, second: torch.Tensor | None, l
         # (a + ib)(cos + i·sin) = (a·cos - b·sin) + i(a·sin + b·cos): pair (2i, 2i+1) turned by the angle
         out = torch.view_as_real(z * (first.conj() if inverse else first)).flatten(-2)
     elif layout == "half":
-        # [a | b]·[cos | cos] in one pass, then the sin terms on each half (no rotate_half copy):
-        # y_a = a·cos - b·sin ;  y_b = b·cos + a·sin
-        out = torch.mul(xw, first)
-        out[..., :half].addcmul_(xw[..., half:], second, value=-sign)
-        out[..., half:].addcmul_(xw[..., :half], second, value=sign)
+        # y = [a | b]·[cos | cos] + [b | a]·[-sin | sin]  (y_a = a·cos - b·sin, y_b = b·cos + a·sin):
+        # the sin terms go straight into the two halves of the output (no rotate_half copy),
+        # then one contiguous multiply-add over the whole tensor adds the cos terms.
+        if inverse:
+            second = -second
+        out = torch.empty(xw.shape, dtype=work, device=xw.device)
+        torch.mul(xw[..., half:], second[..., :half], out=out[..., :half])
+        torch.mul(xw[..., :half], second[..., half:], out=out[..., half:])
+        out.addcmul_(xw, first)
     else:  # interleaved without complex support
         out = torch.empty(xw.shape, dtype=work, device=xw.device)
         xa, xb, oa, ob = xw[..., 0::2], xw[..., 1::2], out[..., 0::2], out[..., 1::2]

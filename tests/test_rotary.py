@@ -366,3 +366,33 @@ def test_exercise_checkers_accept_answers_and_name_mistakes():
     assert check_score_prediction(right, q, k, 5000, 4990).ok
     assert "without any rotation" in check_score_prediction(float(q @ k), q, k, 5000, 4990).message
     assert "Offset sign" in check_score_prediction(float(ref_complex(q[None], [-10]) @ k.double()), q, k, 5000, 4990).message
+
+
+# --------------------------------------------------------------------------- the toy model's "rotary" scheme (notebook 06's toy)
+
+
+def test_toy_model_rotary_scheme_uses_apply_rope():
+    toy = pytest.importorskip("pe_lessons.toy")
+    assert "rotary" in toy.available_schemes()
+    task = toy.make_task("previous")
+    model = toy.make_model(task, "rotary", seed=0)
+    assert model.position is None  # nothing is added to the embeddings
+    hook = model.blocks[0].attn.rotate
+    gen = torch.Generator().manual_seed(8)
+    q, k, v = (torch.randn(2, 2, 9, 16, generator=gen) for _ in range(3))
+    pos = torch.arange(9)
+    rq, rk = hook(q, k, pos)
+    torch.testing.assert_close(rq, apply_rope(q, pos), rtol=0, atol=0)
+    torch.testing.assert_close(rk, apply_rope(k, pos), rtol=0, atol=0)
+    # attention with rotary depends on offsets only: shifting every position changes nothing
+    shifted = toy.attention(q, k, v, rotate=hook, positions=pos + 1000)
+    torch.testing.assert_close(shifted, toy.attention(q, k, v, rotate=hook, positions=pos), rtol=1e-4, atol=1e-5)
+    # … but it does see order: the model is not permutation equivariant
+    tokens = torch.randint(0, task.vocab_size, (3, 10), generator=gen)
+    perm_idx = torch.randperm(10, generator=gen)
+    with torch.no_grad():
+        out, out_perm = model(tokens), model(tokens[:, perm_idx])
+    assert (out[:, perm_idx] - out_perm).abs().max() > 1e-3
+    # and it trains (gradients flow through apply_rope)
+    history = toy.train(model, task, seq_len=8, steps=3, batch_size=8)
+    assert len(history) == 3 and history["loss"].notna().all()

@@ -195,3 +195,52 @@ def decay_chart(
 
 
 __all__ += ["decay_chart"]
+
+
+def training_curves(
+    frame: pd.DataFrame,
+    *,
+    metrics: tuple[str, ...] = ("loss", "accuracy"),
+    color: str = "scheme",
+    smooth: int = 1,
+    title: str = "Training curves",
+    width: int = 300,
+    height: int = 200,
+) -> alt.Chart:
+    """Line charts of training metrics against ``step``, one panel per metric, one line per ``color`` value.
+
+    ``frame`` has columns ``step``, ``color`` (e.g. ``scheme``) and each of ``metrics``
+    (e.g. :func:`pe_lessons.toy.train`'s output with a ``scheme`` column added).
+    ``smooth > 1`` plots the trailing mean over that many steps. Values are rounded to 2 decimals.
+    """
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
+    missing = [c for c in ("step", color, *metrics) if c not in frame.columns]
+    if missing:
+        raise ValueError(f"frame lacks column(s) {missing}; it has {list(frame.columns)}")
+    if isinstance(smooth, bool) or not isinstance(smooth, int) or smooth < 1:
+        raise ValueError(f"smooth must be an integer >= 1 (steps to average), got {smooth!r}")
+    parts = []
+    for key, group in frame.sort_values("step").groupby(color, sort=False):
+        values = group[list(metrics)].rolling(smooth, min_periods=1).mean()
+        part = pd.concat([group[["step"]], values], axis=1).assign(**{color: key})
+        parts.append(part.melt(id_vars=["step", color], value_vars=list(metrics), var_name="metric"))
+    long = pd.concat(parts, ignore_index=True)
+    long["value"] = long["value"].astype(float).round(2)
+    if len(long) > MAX_ROWS:
+        raise ValueError(f"{len(long)} chart rows exceeds {MAX_ROWS}; pass fewer steps (e.g. every 5th)")
+    return (
+        alt.Chart(long)
+        .mark_line()
+        .encode(
+            x=alt.X("step:Q", title="step"),
+            y=alt.Y("value:Q", title="value"),
+            color=alt.Color(f"{color}:N", title=color),
+            tooltip=["step", color, "metric", "value"],
+        )
+        .properties(width=width, height=height)
+        .facet(column=alt.Column("metric:N", title=None, sort=list(metrics)), title=title)
+        .resolve_scale(y="independent")
+    )
+
+__all__ += ["training_curves"]

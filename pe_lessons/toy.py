@@ -32,8 +32,10 @@ Tasks (both need positions; both have a fixed vocabulary of ``n_symbols`` filler
 
 Determinism: :func:`make_model` initialises from ``seed`` and leaves torch's global RNG
 as it found it; data come from ``torch.Generator`` objects seeded explicitly; the ops
-are deterministic on CPU. Results may still differ in the last bits between CPUs or
-thread counts, so report trained metrics rounded or as thresholds.
+are deterministic on CPU, and :func:`train` / :func:`evaluate` run on one thread so the
+machine's thread count does not change a single bit. Another CPU (other SIMD kernels)
+can still change the last bits, which training amplifies: report trained metrics
+coarsely rounded or as thresholds.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ from __future__ import annotations
 import copy
 import importlib.util
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pandas as pd
@@ -355,6 +358,18 @@ def make_model(task: Task, scheme: str, *, seed: int = 0, **kwargs) -> ToyTransf
 # --------------------------------------------------------------------------- training
 
 
+@contextmanager
+def _one_thread() -> Iterator[None]:
+    """Run torch on one CPU thread: reductions then add up in the same order whatever the
+    machine's thread count (tiny models lose no speed), and the old setting comes back."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _loss_and_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, float]:
     logits, labels = logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)
     loss = F.cross_entropy(logits, labels, ignore_index=IGNORE)
@@ -377,12 +392,13 @@ def train(
     *,
     seq_len: int | tuple[int, int],
     steps: int = 200,
-    batch_size: int = 64,
+    batch_size: int = 32,
     lr: float = 3e-3,
     seed: int = 0,
 ) -> pd.DataFrame:
     """Train ``model`` in place with AdamW on fresh batches; return one row per step.
 
+    The learning rate falls linearly from ``lr`` (first step) to ``lr/steps`` (last step).
     ``seq_len`` is one length or an inclusive range ``(lo, hi)`` drawn per step.
     Data come from ``torch.Generator().manual_seed(seed)``. The frame has columns
     ``step`` (1 … steps), ``seq_len``, ``loss`` and ``accuracy`` of each training batch
@@ -402,16 +418,20 @@ def train(
         raise ValueError(f"lr must be a learning rate in (0, 1), got {lr!r}")
     generator = torch.Generator().manual_seed(check_int("seed", seed))
     optimizer = torch.optim.AdamW(model.parameters(), lr=float(lr))
+    # learning rate decays linearly from lr to lr/steps: the last steps settle instead of spiking
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: 1.0 - done / steps)
     model.train()
     rows = []
-    for step in range(1, steps + 1):
-        n = lo if lo == hi else int(torch.randint(lo, hi + 1, (1,), generator=generator))
-        tokens, labels = task.sample(batch_size, n, generator)
-        loss, accuracy = _loss_and_accuracy(model(tokens), labels)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        rows.append((step, n, loss.item(), accuracy))
+    with _one_thread():
+        for step in range(1, steps + 1):
+            n = lo if lo == hi else int(torch.randint(lo, hi + 1, (1,), generator=generator))
+            tokens, labels = task.sample(batch_size, n, generator)
+            loss, accuracy = _loss_and_accuracy(model(tokens), labels)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            rows.append((step, n, loss.item(), accuracy))
     model.eval()
     return pd.DataFrame(rows, columns=["step", "seq_len", "loss", "accuracy"])
 
@@ -443,6 +463,7 @@ def evaluate(
     tokens, labels = task.sample(n, seq_len, torch.Generator().manual_seed(check_int("seed", seed)))
     was_training = model.training
     model.eval()
-    loss, accuracy = _loss_and_accuracy(model(tokens), labels)
+    with _one_thread():
+        loss, accuracy = _loss_and_accuracy(model(tokens), labels)
     model.train(was_training)
     return {"loss": loss.item(), "accuracy": accuracy}

@@ -1,0 +1,128 @@
+"""Checkers for the exercises of notebook 06 (learned vs sinusoidal positions)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import torch
+from torch import nn
+
+from ._feedback import Feedback, failed, not_done, passed
+
+__all__ = ["check_learned_module", "check_predicted_error", "check_failing_lengths"]
+
+
+def _is_placeholder(value: object) -> bool:
+    return value is None or value is Ellipsis
+
+
+def check_learned_module(cls: type | None, max_len: int = 6, d_model: int = 4) -> Feedback:
+    """Check a student's ``cls(max_len, d_model)``: a trainable ``[max_len, d_model]`` table added to
+    ``x [batch, seq, d_model]``, and a ``ValueError`` naming both numbers when ``seq > max_len``."""
+    if _is_placeholder(cls):
+        return not_done()
+    try:
+        torch.manual_seed(0)
+        module = cls(max_len, d_model)
+    except NotImplementedError:
+        return not_done()
+    except Exception as err:
+        return failed(f"{getattr(cls, '__name__', 'your class')}({max_len}, {d_model}) raised {type(err).__name__}: {err}")
+    if not isinstance(module, nn.Module):
+        return failed("Make it an nn.Module (class MyLearned(nn.Module), with super().__init__()) so the optimizer finds its table.")
+    tables = [p for p in module.parameters() if p.shape == (max_len, d_model)]
+    if not tables:
+        buffers = [b for b in module.buffers() if b.shape == (max_len, d_model)]
+        shapes = [list(p.shape) for p in module.parameters()]
+        if buffers:
+            return failed("The table is a buffer, so it never trains: wrap it in nn.Parameter (or use nn.Embedding).")
+        return failed(f"No trainable table of shape [max_len, d_model] = [{max_len}, {d_model}] found (parameters: {shapes}).")
+    table = tables[0]
+    x = torch.randn(2, max_len - 2, d_model)
+    try:
+        out = module(x)
+    except NotImplementedError:
+        return not_done()
+    except Exception as err:
+        return failed(f"forward on x of shape {list(x.shape)} raised {type(err).__name__}: {err}")
+    if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+        shape = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        return failed(f"forward must return a tensor shaped like x, {list(x.shape)}; got {shape}.")
+    added = (out - x).detach()
+    seq = x.shape[1]
+    if not torch.allclose(added, table[:seq].detach().expand_as(added), atol=1e-6):
+        if torch.allclose(added, table[-seq:].detach().expand_as(added), atol=1e-6):
+            return failed("You added the last seq rows; position pos gets row pos, i.e. weight[:seq].")
+        if torch.allclose(out, x, atol=1e-6):
+            return failed("The output equals x: the table is never added (or it is all zeros — initialise it randomly, e.g. N(0, 0.02²)).")
+        return failed("out - x should be weight[:seq] (the same rows for every batch item): row pos is added at position pos.")
+    if torch.count_nonzero(table) == 0:
+        return failed("The table starts as all zeros; initialise it randomly (e.g. torch.randn(...) * 0.02) so positions differ from the start.")
+    table.grad = None
+    out.sum().backward()
+    if table.grad is None or not table.grad[:seq].any():
+        return failed("No gradient reaches the table: do not detach it or wrap the addition in torch.no_grad().")
+    too_long = max_len + 3
+    try:
+        module(torch.randn(1, too_long, d_model))
+    except ValueError as err:
+        numbers = set(re.findall(r"\d+", str(err)))
+        if not {str(too_long), str(max_len)} <= numbers:
+            return failed(f"Right exception, but say which numbers clash: the message should contain the length {too_long} and max_len {max_len}; yours is {str(err)!r}.")
+    except (IndexError, RuntimeError) as err:
+        return failed(f"seq = {too_long} > max_len = {max_len} crashed with {type(err).__name__} from torch; check seq against max_len first and raise ValueError naming both numbers.")
+    except Exception as err:
+        return failed(f"seq = {too_long} > max_len = {max_len} raised {type(err).__name__}; raise ValueError naming both numbers.")
+    else:
+        return failed(f"A sequence of {too_long} positions ran through a table with {max_len} rows without an error: it must raise ValueError (a silent wrong result is worse than a crash).")
+    return passed(f"A trainable [{max_len}, {d_model}] table, the first seq rows added, gradients flow, and a clear ValueError past max_len.")
+
+
+def check_predicted_error(exception: type | None, numbers: Iterable[int] | None, *, seq_len: int = 20, max_len: int = 12) -> Feedback:
+    """Check a prediction of what a learned table with ``max_len`` rows does on ``seq_len`` positions:
+    the exception class and the two numbers its message names."""
+    if _is_placeholder(exception) or _is_placeholder(numbers):
+        return not_done()
+    try:
+        numbers = {int(n) for n in numbers}  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        return failed("numbers should be a list of two integers, e.g. [3, 4].")
+    if exception is IndexError:
+        return failed("IndexError is what a bare table lookup gives (the classic 'index out of range' crash); pe_lessons checks the length first.")
+    if exception is not ValueError:
+        name = getattr(exception, "__name__", repr(exception))
+        return failed(f"{name} is not it: a length that the table cannot serve is a bad value, so the module raises ValueError.")
+    if numbers == {seq_len, max_len}:
+        return passed(f"ValueError naming the sequence length {seq_len} and max_len {max_len}.")
+    if numbers == {seq_len - 1, max_len}:
+        return failed(f"Close: the message names the sequence length {seq_len}, not the last position {seq_len - 1}.")
+    if numbers == {seq_len, max_len - 1}:
+        return failed(f"Close: the message names max_len {max_len} (the number of rows), not the last row index {max_len - 1}.")
+    return failed(f"The message names the sequence length and the table's max_len; you gave {sorted(numbers)}.")
+
+
+def check_failing_lengths(answer: Iterable[int] | None, lengths: Iterable[int] = (6, 11, 12, 13, 24), *, max_len: int = 12) -> Feedback:
+    """Check which of ``lengths`` a learned table with ``max_len`` rows refuses (those > ``max_len``)."""
+    if _is_placeholder(answer):
+        return not_done()
+    try:
+        chosen = {int(n) for n in answer}  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        return failed("Answer with a list of lengths, e.g. [24].")
+    lengths = list(lengths)
+    want = {n for n in lengths if n > max_len}
+    if chosen == want:
+        return passed(f"Lengths {sorted(want)} fail: positions 0 … {max_len - 1} have rows, so any length up to {max_len} works.")
+    if chosen == want | {max_len}:
+        return failed(f"Length {max_len} fits: it uses positions 0 … {max_len - 1}, exactly the {max_len} rows. Off by one.")
+    if chosen == {n for n in lengths if n > max_len + 1}:
+        return failed(f"Length {max_len + 1} already fails: it needs position {max_len}, and rows stop at {max_len - 1}.")
+    extra = sorted(chosen - want)
+    missing = sorted(want - chosen)
+    parts = []
+    if extra:
+        parts.append(f"{extra} fit in the table")
+    if missing:
+        parts.append(f"{missing} do not")
+    return failed("Not quite: " + "; ".join(parts) + f" (the table has rows for positions 0 … {max_len - 1}).")

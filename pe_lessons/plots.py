@@ -115,9 +115,20 @@ def _check_limit(name: str, value: object) -> int | None:
     return None if value is None else check_int(name, value, minimum=1)
 
 
-def _band(n: int, max_bands: int | None) -> int:
-    """Band size ``k``: the smallest integer with ``ceil(n / k) <= max_bands``."""
-    return 1 if max_bands is None or n <= max_bands else -(-n // max_bands)
+def _bands(n: int, max_bands: int | None) -> int:
+    """How many bands ``n`` rows (or columns) become: all of them, or at most ``max_bands``."""
+    return n if max_bands is None or n <= max_bands else max_bands
+
+
+def _edges(n: int, bands: int) -> torch.Tensor:
+    """Band edges ``ceil(b·n/bands)``, ``b = 0 … bands``: consecutive bands whose sizes differ by at most 1."""
+    return -((-torch.arange(bands + 1) * n) // max(bands, 1))
+
+
+def _sizes(edges: torch.Tensor, noun: str) -> str:
+    sizes = edges.diff()
+    lo, hi = int(sizes.min()), int(sizes.max())
+    return f"{lo} {noun}" + ("" if lo == 1 else "s") if lo == hi else f"{lo}–{hi} {noun}s"
 
 
 def _rounded(values: torch.Tensor, decimals: int | None):
@@ -159,9 +170,9 @@ def reduce_table(
 ) -> pd.DataFrame:
     """Summarise a table by bands of positions (and of columns), as a long-format frame.
 
-    Rows are cut into consecutive bands of ``k = ceil(n / max_rows)`` positions
-    (columns likewise with ``max_cols``; ``None`` keeps every row or column), so
-    at most ``max_rows × max_cols`` blocks remain. Each block becomes one frame row
+    The ``n`` rows are cut into ``min(n, max_rows)`` consecutive bands whose sizes
+    differ by at most one (columns likewise with ``max_cols``; ``None`` keeps every
+    row or column), so at most ``max_rows × max_cols`` blocks remain. Each block becomes one frame row
     with its extent ``pos`` … ``pos_end`` (exclusive) and ``dimension`` …
     ``dimension_end`` (exclusive), offset by ``start_pos``/``start_dim``, and:
 
@@ -169,7 +180,7 @@ def reduce_table(
       (before rounding to ``decimals``): nothing the table does is hidden;
     - ``how="mean"``: ``value``, the block average (what an ideal pixel shows);
     - ``how="stride"``: ``value``, the block's first entry — naive subsampling,
-      which aliases any column whose period is shorter than ``2k`` (kept only
+      which aliases any column whose period is shorter than two bands (kept only
       to demonstrate that illusion).
     """
     table = _check_table(table)
@@ -181,35 +192,34 @@ def reduce_table(
     if decimals is not None:
         decimals = check_int("decimals", decimals, minimum=0)
     n, d = table.shape
-    kr, kc = _band(n, max_rows), _band(d, max_cols)
-    nr, nc = -(-n // kr), -(-d // kc)
-    pos = torch.arange(nr) * kr
-    dim = torch.arange(nc) * kc
+    nr, nc = _bands(n, max_rows), _bands(d, max_cols)
+    rows, cols = _edges(n, nr), _edges(d, nc)
     frame = pd.DataFrame(
         {
-            "pos": (start_pos + pos).repeat_interleave(nc).numpy(),
-            "pos_end": (start_pos + (pos + kr).clamp(max=n)).repeat_interleave(nc).numpy(),
-            "dimension": (start_dim + dim).repeat(nr).numpy(),
-            "dimension_end": (start_dim + (dim + kc).clamp(max=d)).repeat(nr).numpy(),
+            "pos": (start_pos + rows[:-1]).repeat_interleave(nc).numpy(),
+            "pos_end": (start_pos + rows[1:]).repeat_interleave(nc).numpy(),
+            "dimension": (start_dim + cols[:-1]).repeat(nr).numpy(),
+            "dimension_end": (start_dim + cols[1:]).repeat(nr).numpy(),
         }
     )
     if n == 0 or d == 0:
         columns = ["min", "max"] if how == "minmax" else ["value"]
         return frame.assign(**{c: pd.Series(dtype="float64") for c in columns})
+    row_band = (torch.arange(n) * nr // n)[:, None].expand(n, d)  # band of each row: ceil edges above
+    col_band = (torch.arange(d) * nc // d)[None, :].expand(nr, d)
 
-    def blocks(fill: float) -> torch.Tensor:  # [nr, kr, nc, kc], padded with `fill`
-        padded = table.new_full((nr * kr, nc * kc), fill)
-        padded[:n, :d] = table
-        return padded.view(nr, kr, nc, kc)
+    def blocks(reduce: str) -> torch.Tensor:  # [nr, nc]: `reduce` over each block of the table
+        by_rows = table.new_empty(nr, d).scatter_reduce_(0, row_band, table, reduce, include_self=False)
+        return by_rows.new_empty(nr, nc).scatter_reduce_(1, col_band, by_rows, reduce, include_self=False)
 
     if how == "minmax":
-        frame["min"] = _rounded(blocks(math.inf).amin(dim=(1, 3)), decimals)
-        frame["max"] = _rounded(blocks(-math.inf).amax(dim=(1, 3)), decimals)
+        frame["min"] = _rounded(blocks("amin"), decimals)
+        frame["max"] = _rounded(blocks("amax"), decimals)
     elif how == "mean":
-        counts = ((pos + kr).clamp(max=n) - pos)[:, None] * ((dim + kc).clamp(max=d) - dim)[None, :]
-        frame["value"] = _rounded(blocks(0.0).sum(dim=(1, 3)) / counts, decimals)
+        counts = rows.diff()[:, None] * cols.diff()[None, :]
+        frame["value"] = _rounded(blocks("sum") / counts, decimals)
     else:
-        frame["value"] = _rounded(table[::kr, ::kc], decimals)
+        frame["value"] = _rounded(table[rows[:-1]][:, cols[:-1]], decimals)
     return frame
 
 
@@ -281,17 +291,16 @@ def heatmap(
     start_dim = check_int("start_dim", start_dim, minimum=0)
     n, d = table.shape
     if max_rows is None and max_cols is None and n * d <= MAX_ROWS:
-        kr = kc = 1
+        nr, nc = n, d
     else:
-        kc = _band(d, max_cols if max_cols is not None else min(d, DEFAULT_MAX_COLS))
-        nc = -(-d // kc)
-        kr = _band(n, max_rows if max_rows is not None else max(1, MAX_ROWS // nc))
-    if -(-n // kr) * -(-d // kc) > MAX_ROWS:
+        nc = _bands(d, max_cols if max_cols is not None else DEFAULT_MAX_COLS)
+        nr = _bands(n, max_rows if max_rows is not None else max(1, MAX_ROWS // max(nc, 1)))
+    if nr * nc > MAX_ROWS:
         raise ValueError(
-            f"max_rows={max_rows} × max_cols={max_cols} leaves {-(-n // kr)} × {-(-d // kc)} blocks, "
+            f"max_rows={max_rows} × max_cols={max_cols} leaves {nr} × {nc} blocks, "
             f"more than a chart may hold ({MAX_ROWS}); lower them"
         )
-    if kr == kc == 1:
+    if (nr, nc) == (n, d):
         frame = table_frame(table)
         frame["pos"] += start_pos
         frame["dimension"] += start_dim
@@ -306,9 +315,9 @@ def heatmap(
             )
             .properties(width=width, height=height)
         )
-    frame = reduce_table(table, -(-n // kr), -(-d // kc), how=how, start_pos=start_pos, start_dim=start_dim)
+    frame = reduce_table(table, nr, nc, how=how, start_pos=start_pos, start_dim=start_dim)
     what = {"mean": "mean", "minmax": "min | max", "stride": "first value (naive subsampling)"}[how]
-    subtitle = f"each cell: {what} of {_band_words(kr, 'position')} × {_band_words(kc, 'column')}"
+    subtitle = f"each cell: {what} of {_sizes(_edges(n, nr), 'position')} × {_sizes(_edges(d, nc), 'column')}"
     chart = alt.Chart(frame, title=_title(title, subtitle))
     if how == "minmax":  # each block as two half-height cells: min above, max below
         chart = chart.transform_fold(["min", "max"], as_=["stat", "value"]).transform_calculate(
@@ -371,10 +380,10 @@ def dimension_lines(
     how = _check_how(how)
     max_rows = _check_limit("max_rows", max_rows)
     start_pos = check_int("start_pos", start_pos, minimum=0)
-    kr = _band(n, max_rows if max_rows is not None else max(1, MAX_ROWS // len(dims)))
-    if -(-n // kr) * len(dims) > MAX_ROWS:
+    nr = _bands(n, max_rows if max_rows is not None else max(1, MAX_ROWS // len(dims)))
+    if nr * len(dims) > MAX_ROWS:
         raise ValueError(f"max_rows={max_rows} × {len(dims)} dims exceeds {MAX_ROWS} chart rows; lower max_rows")
-    if kr == 1:
+    if nr == n:
         frame = table_frame(table[:, dims])
         frame["pos"] += start_pos
         frame["dimension"] = [dims[j] for j in frame["dimension"]]
@@ -389,10 +398,10 @@ def dimension_lines(
             )
             .properties(width=width, height=height)
         )
-    frame = reduce_table(table[:, dims], -(-n // kr), how=how, start_pos=start_pos).drop(columns="dimension_end")
+    frame = reduce_table(table[:, dims], nr, how=how, start_pos=start_pos).drop(columns="dimension_end")
     frame["dimension"] = [dims[j] for j in frame["dimension"]]
     what = {"minmax": "min–max range", "mean": "mean", "stride": "first value (naive subsampling)"}[how]
-    chart = alt.Chart(frame, title=_title(title, f"{what} of each band of {kr} positions"))
+    chart = alt.Chart(frame, title=_title(title, f"{what} of each band of {_sizes(_edges(n, nr), 'position')}"))
     x = alt.X("pos:Q", title="pos", scale=alt.Scale(domain=[start_pos, start_pos + n], nice=False, zero=False))
     color = alt.Color("dimension:N", title="dimension")
     if how == "minmax":
@@ -480,12 +489,12 @@ def similarity_heatmap(
     max_rows = _check_limit("max_rows", max_rows)
     n, m = sim.shape
     if max_rows is None and n * m <= MAX_ROWS:
-        kr = kc = 1
+        nr, nc = n, m
     else:
         side = math.isqrt(MAX_ROWS)
-        kr = _band(n, max_rows if max_rows is not None else side)
-        kc = _band(m, max(1, MAX_ROWS // -(-n // kr)) if max_rows is not None else side)
-    if kr == kc == 1:
+        nr = _bands(n, max_rows if max_rows is not None else side)
+        nc = _bands(m, max(1, MAX_ROWS // nr) if max_rows is not None else side)
+    if (nr, nc) == (n, m):
         frame = table_frame(sim).rename(columns={"pos": "p", "dimension": "q", "value": "score"})
         return (
             alt.Chart(frame, title=title)
@@ -498,10 +507,10 @@ def similarity_heatmap(
             )
             .properties(width=width, height=height)
         )
-    frame = reduce_table(sim, -(-n // kr), -(-m // kc), how="mean").rename(
+    frame = reduce_table(sim, nr, nc, how="mean").rename(
         columns={"pos": "p", "pos_end": "p_end", "dimension": "q", "dimension_end": "q_end", "value": "score"}
     )
-    subtitle = f"each cell: mean of {kr} × {kc} (p, q) pairs"
+    subtitle = f"each cell: mean of {_sizes(_edges(n, nr), 'position')} × {_sizes(_edges(m, nc), 'position')}"
     return (
         alt.Chart(frame, title=_title(title, subtitle))
         .mark_rect()

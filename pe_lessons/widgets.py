@@ -5,8 +5,8 @@ log slider), a range of positions ``[from, to)`` and a range of columns
 ``[from, to)`` — above an ``Output`` that holds a heatmap of
 ``PE[pos, dimension]`` for that window (:func:`explorer_chart`). Moving a
 slider calls :meth:`Explorer.update`, which rebuilds the chart, keeps it in
-``explorer.chart`` and redraws it in the ``Output`` when a Jupyter kernel is
-running (outside one it only rebuilds, so tests can call it directly).
+``explorer.chart`` and puts it in the ``Output`` widget's state — no browser
+or kernel needed, so tests can call it directly and read ``explorer.output.outputs``.
 
 Widgets need a live kernel; where they cannot render (GitHub, a static HTML
 export) a notebook shows :func:`explorer_chart` for the same settings as a
@@ -14,6 +14,8 @@ static chart.
 """
 
 from __future__ import annotations
+
+import sys
 
 import altair as alt
 import ipywidgets as widgets
@@ -174,20 +176,26 @@ class Explorer(widgets.VBox):
         return self.chart
 
     def _draw(self) -> None:
-        if not _in_kernel():
-            return
-        from IPython.display import display
+        """Put the chart in the Output widget.
 
-        # The live view needs no static image (the renderer adds a JPEG for GitHub and HTML
-        # exports): skipping it makes each redraw faster and the saved widget state small.
+        The chart goes straight into the widget's ``outputs`` state (Vega-Lite spec and
+        text, no JPEG: a live view needs no static image, and redraws stay fast): no
+        display messages are captured, so this works the same in a kernel, under
+        nbclient and in tests. Colab renders charts as HTML captured from ``display``.
+        """
+        if "google.colab" in sys.modules and _in_kernel():  # pragma: no cover - Colab only
+            from IPython.display import display
+
+            with self.output:
+                self.output.clear_output(wait=True)
+                display(self.chart)
+            return
         if alt.renderers.active == "pe_lessons":
-            data, metadata = _render(self.chart.to_dict(), static_image=False), {}
+            data = _render(self.chart.to_dict(), static_image=False)
         else:
             bundle = self.chart._repr_mimebundle_()
-            data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
-        with self.output:
-            self.output.clear_output(wait=True)
-            display(data, metadata=metadata, raw=True)
+            data = bundle[0] if isinstance(bundle, tuple) else bundle
+        self.output.outputs = ({"output_type": "display_data", "data": data, "metadata": {}},)
 
 
 def pe_explorer(

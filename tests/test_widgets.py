@@ -85,3 +85,14 @@ def test_an_empty_window_is_widened_not_an_error():
 def test_bad_input_is_named(call, error):
     with pytest.raises(error):
         call()
+
+
+def test_output_widget_holds_the_current_chart_without_a_jpeg():
+    ex = pe_explorer(d_model=8, positions=(0, 20))
+    (out,) = ex.output.outputs
+    vegalite = "application/vnd.vegalite.v5+json"
+    assert out["output_type"] == "display_data" and "image/jpeg" not in out["data"]
+    assert out["data"][vegalite] == ex.chart.to_dict()
+    ex.d_model.value = 12
+    (out,) = ex.output.outputs
+    assert "d_model = 12" in out["data"][vegalite]["title"] and out["data"]["text/plain"].startswith("<chart: PE, d_model = 12")

@@ -281,6 +281,7 @@ def heatmap(
     :data:`MAX_ROWS` data rows; each block is coloured by its ``mean`` (default),
     drawn as two half-cells ``min`` | ``max`` (``how="minmax"``), or — to show
     the aliasing illusion on purpose — by its first entry (``how="stride"``).
+    Bands are labelled by their first position/column (``pos``, ``dimension``).
     ``start_pos``/``start_dim`` label a slice of a larger table.
     """
     table = _check_table(table)
@@ -318,26 +319,23 @@ def heatmap(
     frame = reduce_table(table, nr, nc, how=how, start_pos=start_pos, start_dim=start_dim)
     what = {"mean": "mean", "minmax": "min | max", "stride": "first value (naive subsampling)"}[how]
     subtitle = f"each cell: {what} of {_sizes(_edges(n, nr), 'position')} × {_sizes(_edges(d, nc), 'column')}"
+    frame = frame.drop(columns=["pos_end", "dimension_end"])  # bands are equal (±1): ordinal rows suffice
     chart = alt.Chart(frame, title=_title(title, subtitle))
+    offset: dict = {}
     if how == "minmax":  # each block as two half-height cells: min above, max below
-        chart = chart.transform_fold(["min", "max"], as_=["stat", "value"]).transform_calculate(
-            top="datum.stat == 'min' ? datum.pos : (datum.pos + datum.pos_end) / 2",
-            bottom="datum.stat == 'min' ? (datum.pos + datum.pos_end) / 2 : datum.pos_end",
-        )
-        y, y2 = "top:Q", "bottom:Q"
-        tooltip = ["pos", "pos_end", "dimension", "dimension_end", "min", "max"]
+        chart = chart.transform_fold(["min", "max"], as_=["stat", "value"])
+        offset = {"yOffset": alt.YOffset("stat:N", sort=["min", "max"])}
+        tooltip = ["pos", "dimension", "min", "max"]
     else:
-        y, y2 = "pos:Q", "pos_end:Q"
-        tooltip = ["pos", "pos_end", "dimension", "dimension_end", "value"]
+        tooltip = ["pos", "dimension", "value"]
     return (
         chart.mark_rect()
         .encode(
-            x=alt.X("dimension:Q", title="dimension", scale=alt.Scale(domain=[start_dim, start_dim + d], nice=False, zero=False)),
-            x2=alt.X2("dimension_end:Q"),
-            y=alt.Y(y, title="pos", scale=alt.Scale(domain=[start_pos, start_pos + n], nice=False, zero=False, reverse=True)),
-            y2=alt.Y2(y2),
+            x=alt.X("dimension:O", title="dimension", axis=alt.Axis(labelOverlap=True)),
+            y=alt.Y("pos:O", title="pos", axis=alt.Axis(labelOverlap=True)),
             color=alt.Color("value:Q", scale=alt.Scale(scheme="redblue", domain=[-1, 1]), title="value"),
             tooltip=tooltip,
+            **offset,
         )
         .properties(width=width, height=height)
     )
@@ -398,7 +396,7 @@ def dimension_lines(
             )
             .properties(width=width, height=height)
         )
-    frame = reduce_table(table[:, dims], nr, how=how, start_pos=start_pos).drop(columns="dimension_end")
+    frame = reduce_table(table[:, dims], nr, how=how, start_pos=start_pos).drop(columns=["pos_end", "dimension_end"])
     frame["dimension"] = [dims[j] for j in frame["dimension"]]
     what = {"minmax": "min–max range", "mean": "mean", "stride": "first value (naive subsampling)"}[how]
     chart = alt.Chart(frame, title=_title(title, f"{what} of each band of {_sizes(_edges(n, nr), 'position')}"))
@@ -408,12 +406,12 @@ def dimension_lines(
         return (
             chart.mark_area(opacity=0.6, interpolate="step-after")
             .encode(x=x, y=alt.Y("min:Q", title="value"), y2=alt.Y2("max:Q"), color=color,
-                    tooltip=["pos", "pos_end", "dimension", "min", "max"])
+                    tooltip=["pos", "dimension", "min", "max"])
             .properties(width=width, height=height)
         )
     return (
         chart.mark_line()
-        .encode(x=x, y=alt.Y("value:Q", title="value"), color=color, tooltip=["pos", "pos_end", "dimension", "value"])
+        .encode(x=x, y=alt.Y("value:Q", title="value"), color=color, tooltip=["pos", "dimension", "value"])
         .properties(width=width, height=height)
     )
 
@@ -507,20 +505,17 @@ def similarity_heatmap(
             )
             .properties(width=width, height=height)
         )
-    frame = reduce_table(sim, nr, nc, how="mean").rename(
-        columns={"pos": "p", "pos_end": "p_end", "dimension": "q", "dimension_end": "q_end", "value": "score"}
-    )
+    frame = reduce_table(sim, nr, nc, how="mean").drop(columns=["pos_end", "dimension_end"])
+    frame = frame.rename(columns={"pos": "p", "dimension": "q", "value": "score"})
     subtitle = f"each cell: mean of {_sizes(_edges(n, nr), 'position')} × {_sizes(_edges(m, nc), 'position')}"
     return (
         alt.Chart(frame, title=_title(title, subtitle))
         .mark_rect()
         .encode(
-            x=alt.X("q:Q", title="q (pos)", scale=alt.Scale(domain=[0, m], nice=False)),
-            x2=alt.X2("q_end:Q"),
-            y=alt.Y("p:Q", title="p (pos)", scale=alt.Scale(domain=[0, n], nice=False, reverse=True)),
-            y2=alt.Y2("p_end:Q"),
+            x=alt.X("q:O", title="q (pos)", axis=alt.Axis(labelOverlap=True)),
+            y=alt.Y("p:O", title="p (pos)", axis=alt.Axis(labelOverlap=True)),
             color=alt.Color("score:Q", scale=alt.Scale(scheme="viridis"), title="score"),
-            tooltip=["p", "p_end", "q", "q_end", "score"],
+            tooltip=["p", "q", "score"],
         )
         .properties(width=width, height=height)
     )

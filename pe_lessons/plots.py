@@ -10,7 +10,8 @@ subsampling. A column ``sin(pos·ω)`` sampled every ``k`` positions is the
 sequence ``sin(n·kω)``; when ``kω > π`` (fewer than two samples per period,
 below the Nyquist rate) that sequence is identical to a *slower* sinusoid of
 angular step ``|kω − 2πm|`` for the nearest integer ``m``: a picture of it
-shows a pattern that is not in the table (aliasing). :func:`reduce_table`
+shows a pattern that is not in the table (aliasing; :func:`apparent_period`
+measures the period a curve seems to have). :func:`reduce_table`
 therefore summarises each band of ``k`` consecutive positions by its exact
 ``min``/``max`` (a fast column then fills ``[-1, 1]`` in every band: "varies
 faster than this picture can show") or by its ``mean`` (a box filter: a fast
@@ -171,14 +172,16 @@ def reduce_table(
     """Summarise a table by bands of positions (and of columns), as a long-format frame.
 
     The ``n`` rows are cut into ``min(n, max_rows)`` consecutive bands whose sizes
-    differ by at most one (columns likewise with ``max_cols``; ``None`` keeps every
-    row or column), so at most ``max_rows × max_cols`` blocks remain. Each block becomes one frame row
-    with its extent ``pos`` … ``pos_end`` (exclusive) and ``dimension`` …
-    ``dimension_end`` (exclusive), offset by ``start_pos``/``start_dim``, and:
+    differ by at most one — band ``b`` starts at ``ceil(b·n/bands)`` — and columns
+    likewise with ``max_cols`` (``None`` keeps every row or column), so at most
+    ``max_rows × max_cols`` blocks remain. Each block becomes one frame row with its
+    extent ``pos`` … ``pos_end`` and ``dimension`` … ``dimension_end`` (ends
+    exclusive, offset by ``start_pos``/``start_dim``), and:
 
     - ``how="minmax"``: ``min`` and ``max``, the exact extremes of the block
       (before rounding to ``decimals``): nothing the table does is hidden;
-    - ``how="mean"``: ``value``, the block average (what an ideal pixel shows);
+    - ``how="mean"``: ``value``, the block average (a box blur: columns much faster
+      than a band fade towards 0; one just past two bands may keep a faint ripple);
     - ``how="stride"``: ``value``, the block's first entry — naive subsampling,
       which aliases any column whose period is shorter than two bands (kept only
       to demonstrate that illusion).
@@ -205,7 +208,7 @@ def reduce_table(
     if n == 0 or d == 0:
         columns = ["min", "max"] if how == "minmax" else ["value"]
         return frame.assign(**{c: pd.Series(dtype="float64") for c in columns})
-    row_band = (torch.arange(n) * nr // n)[:, None].expand(n, d)  # band of each row: ceil edges above
+    row_band = (torch.arange(n) * nr // n)[:, None].expand(n, d)  # row r lies in band floor(r·nr/n)
     col_band = (torch.arange(d) * nc // d)[None, :].expand(nr, d)
 
     def blocks(reduce: str) -> torch.Tensor:  # [nr, nc]: `reduce` over each block of the table

@@ -1,8 +1,22 @@
-"""Altair charts of positional-encoding tables.
+"""Altair charts of positional-encoding tables, drawn honestly at any size.
 
 Every builder takes tensors, makes a small long-format pandas frame (values
-rounded, at most :data:`MAX_ROWS` rows) and returns an ``alt.Chart``. Axis
-names follow the series' vocabulary: ``pos``, ``dimension``, ``value``.
+rounded to :data:`DECIMALS`, at most :data:`MAX_ROWS` rows) and returns an
+Altair chart. Axis names follow the series' vocabulary: ``pos``, ``dimension``,
+``value``.
+
+Large tables are *reduced* before charting, never refused, and never by naive
+subsampling. A column ``sin(pos·ω)`` sampled every ``k`` positions is the
+sequence ``sin(n·kω)``; when ``kω > π`` (fewer than two samples per period,
+below the Nyquist rate) that sequence is identical to a *slower* sinusoid of
+angular step ``|kω − 2πm|`` for the nearest integer ``m``: a picture of it
+shows a pattern that is not in the table (aliasing; :func:`apparent_period`
+measures the period a curve seems to have). :func:`reduce_table`
+therefore summarises each band of ``k`` consecutive positions by its exact
+``min``/``max`` (a fast column then fills ``[-1, 1]`` in every band: "varies
+faster than this picture can show") or by its ``mean`` (a box filter: a fast
+column fades towards 0). ``how="stride"`` — keep one row per band — exists
+only to demonstrate the illusion.
 
 Importing this module enables the ``"pe_lessons"`` Altair renderer: each chart
 is displayed as a Vega-Lite spec (interactive in JupyterLab) *and* a static JPEG image
@@ -13,23 +27,43 @@ JavaScript does not run). On Colab it uses Altair's HTML renderer instead.
 from __future__ import annotations
 
 import base64
+import math
+import numbers
 import sys
+from collections.abc import Sequence
 
 import altair as alt
 import pandas as pd
 import torch
 
-from ._checks import check_tensor
+from ._checks import check_base, check_d_model, check_int, check_tensor
+from .sinusoidal import wavelengths
 
-__all__ = ["MAX_ROWS", "enable_renderer", "table_frame", "heatmap", "dimension_lines", "similarity_heatmap"]
+__all__ = [
+    "MAX_ROWS",
+    "DECIMALS",
+    "REDUCTIONS",
+    "enable_renderer",
+    "table_frame",
+    "reduce_table",
+    "apparent_period",
+    "heatmap",
+    "dimension_lines",
+    "wavelength_chart",
+    "similarity_heatmap",
+]
 
 #: Largest number of data rows a chart may embed.
 MAX_ROWS = 5000
 #: Decimals kept in chart data: small notebooks, outputs stable across machines.
 DECIMALS = 4
+#: How :func:`reduce_table` summarises a band of positions (``"stride"`` only to show aliasing).
+REDUCTIONS = ("minmax", "mean", "stride")
+#: Column bands a reduced heatmap keeps by default: every column of widths up to 128.
+DEFAULT_MAX_COLS = 128
 
 
-def _render(spec: dict, **metadata) -> dict:
+def _render(spec: dict, *, static_image: bool = True, **metadata) -> dict:
     if "google.colab" in sys.modules:  # Colab shows HTML with Vega-Embed, not the Vega-Lite mimetype
         return alt.vegalite.v5.display.html_renderer(spec, **metadata)
     title = spec.get("title")
@@ -39,6 +73,8 @@ def _render(spec: dict, **metadata) -> dict:
         alt.vegalite.v5.display.VEGALITE_MIME_TYPE: spec,
         "text/plain": f"<chart: {title}>" if title else "<chart>",
     }
+    if not static_image:  # a live view (e.g. inside a widget) needs no JPEG
+        return bundle
     try:
         import vl_convert as vlc
 
@@ -65,14 +101,55 @@ def _check_table(table: object, name: str = "table") -> torch.Tensor:
     table = check_tensor(name, table)
     if table.dim() != 2:
         raise ValueError(f"{name} must be a 2-D tensor [pos, dimension], got shape {list(table.shape)}")
+    if table.is_complex():
+        raise TypeError(f"{name} must hold real values, got dtype {table.dtype}")
     return table.detach().to("cpu", torch.float64)
 
 
+def _check_how(how: object) -> str:
+    if how not in REDUCTIONS:
+        raise ValueError(f"how must be one of {', '.join(map(repr, REDUCTIONS))}, got {how!r}")
+    return str(how)
+
+
+def _check_limit(name: str, value: object) -> int | None:
+    return None if value is None else check_int(name, value, minimum=1)
+
+
+def _bands(n: int, max_bands: int | None) -> int:
+    """How many bands ``n`` rows (or columns) become: all of them, or at most ``max_bands``."""
+    return n if max_bands is None or n <= max_bands else max_bands
+
+
+def _edges(n: int, bands: int) -> torch.Tensor:
+    """Band edges ``ceil(b·n/bands)``, ``b = 0 … bands``: consecutive bands whose sizes differ by at most 1."""
+    return -((-torch.arange(bands + 1) * n) // max(bands, 1))
+
+
+def _sizes(edges: torch.Tensor, noun: str) -> str:
+    sizes = edges.diff()
+    lo, hi = int(sizes.min()), int(sizes.max())
+    return f"{lo} {noun}" + ("" if lo == 1 else "s") if lo == hi else f"{lo}–{hi} {noun}s"
+
+
+def _rounded(values: torch.Tensor, decimals: int | None):
+    array = values.reshape(-1).numpy()
+    return array if decimals is None else array.round(decimals)
+
+
 def table_frame(table: torch.Tensor, positions: torch.Tensor | None = None) -> pd.DataFrame:
-    """Long-format frame with columns ``pos``, ``dimension``, ``value`` (values rounded)."""
+    """Long-format frame with columns ``pos``, ``dimension``, ``value`` (values rounded).
+
+    ``positions`` (optional, one per row) labels the rows; by default ``0 … n-1``.
+    """
     table = _check_table(table)
     n, d = table.shape
-    pos = torch.arange(n) if positions is None else positions.reshape(-1).cpu()
+    if positions is None:
+        pos = torch.arange(n)
+    else:
+        pos = check_tensor("positions", positions).reshape(-1).cpu()
+        if pos.numel() != n:
+            raise ValueError(f"positions must hold one label per table row ({n}), got {pos.numel()}")
     return pd.DataFrame(
         {
             "pos": pos.repeat_interleave(d).numpy(),
@@ -82,62 +159,360 @@ def table_frame(table: torch.Tensor, positions: torch.Tensor | None = None) -> p
     )
 
 
-def heatmap(table: torch.Tensor, *, title: str = "Positional encoding", width: int = 420, height: int = 260) -> alt.Chart:
-    """Position × dimension heatmap of a table (rows = positions, columns = dimensions)."""
+def reduce_table(
+    table: torch.Tensor,
+    max_rows: int | None = None,
+    max_cols: int | None = None,
+    *,
+    how: str = "minmax",
+    start_pos: int = 0,
+    start_dim: int = 0,
+    decimals: int | None = DECIMALS,
+) -> pd.DataFrame:
+    """Summarise a table by bands of positions (and of columns), as a long-format frame.
+
+    The ``n`` rows are cut into ``min(n, max_rows)`` consecutive bands whose sizes
+    differ by at most one — band ``b`` starts at ``ceil(b·n/bands)`` — and columns
+    likewise with ``max_cols`` (``None`` keeps every row or column), so at most
+    ``max_rows × max_cols`` blocks remain. Each block becomes one frame row with its
+    extent ``pos`` … ``pos_end`` and ``dimension`` … ``dimension_end`` (ends
+    exclusive, offset by ``start_pos``/``start_dim``), and:
+
+    - ``how="minmax"``: ``min`` and ``max``, the exact extremes of the block
+      (before rounding to ``decimals``): nothing the table does is hidden;
+    - ``how="mean"``: ``value``, the block average (a box blur: columns much faster
+      than a band fade towards 0; one just past two bands may keep a faint ripple);
+    - ``how="stride"``: ``value``, the block's first entry — naive subsampling,
+      which aliases any column whose period is shorter than two bands (kept only
+      to demonstrate that illusion).
+    """
     table = _check_table(table)
+    max_rows = _check_limit("max_rows", max_rows)
+    max_cols = _check_limit("max_cols", max_cols)
+    how = _check_how(how)
+    start_pos = check_int("start_pos", start_pos, minimum=0)
+    start_dim = check_int("start_dim", start_dim, minimum=0)
+    if decimals is not None:
+        decimals = check_int("decimals", decimals, minimum=0)
     n, d = table.shape
-    if n * d > MAX_ROWS:
+    nr, nc = _bands(n, max_rows), _bands(d, max_cols)
+    rows, cols = _edges(n, nr), _edges(d, nc)
+    frame = pd.DataFrame(
+        {
+            "pos": (start_pos + rows[:-1]).repeat_interleave(nc).numpy(),
+            "pos_end": (start_pos + rows[1:]).repeat_interleave(nc).numpy(),
+            "dimension": (start_dim + cols[:-1]).repeat(nr).numpy(),
+            "dimension_end": (start_dim + cols[1:]).repeat(nr).numpy(),
+        }
+    )
+    if n == 0 or d == 0:
+        columns = ["min", "max"] if how == "minmax" else ["value"]
+        return frame.assign(**{c: pd.Series(dtype="float64") for c in columns})
+    row_band = (torch.arange(n) * nr // n)[:, None].expand(n, d)  # row r lies in band floor(r·nr/n)
+    col_band = (torch.arange(d) * nc // d)[None, :].expand(nr, d)
+
+    def blocks(reduce: str) -> torch.Tensor:  # [nr, nc]: `reduce` over each block of the table
+        by_rows = table.new_empty(nr, d).scatter_reduce_(0, row_band, table, reduce, include_self=False)
+        return by_rows.new_empty(nr, nc).scatter_reduce_(1, col_band, by_rows, reduce, include_self=False)
+
+    if how == "minmax":
+        frame["min"] = _rounded(blocks("amin"), decimals)
+        frame["max"] = _rounded(blocks("amax"), decimals)
+    elif how == "mean":
+        counts = rows.diff()[:, None] * cols.diff()[None, :]
+        frame["value"] = _rounded(blocks("sum") / counts, decimals)
+    else:
+        frame["value"] = _rounded(table[rows[:-1]][:, cols[:-1]], decimals)
+    return frame
+
+
+def apparent_period(values: torch.Tensor | Sequence[float], spacing: float = 1.0) -> float:
+    """The period a sampled curve *appears* to have, from its zero crossings.
+
+    ``values`` are samples taken every ``spacing`` positions. With the mean
+    removed, each sign change is located by linear interpolation; a curve with
+    ``c ≥ 2`` crossings spread over a span ``s`` has period ``2s / (c − 1)``
+    (two crossings per period). Returns ``math.inf`` when fewer than two
+    crossings are visible (no period can be read off).
+    """
+    if isinstance(values, torch.Tensor):
+        v = values.detach().to("cpu", torch.float64).reshape(-1) if values.dim() == 1 else None
+    elif isinstance(values, Sequence) and not isinstance(values, (str, bytes)):
+        v = torch.tensor([float(x) for x in values], dtype=torch.float64)
+    else:
+        raise TypeError(f"values must be a 1-D tensor or a sequence of numbers, got {type(values).__name__}")
+    if v is None:
+        raise ValueError(f"values must be 1-D, got shape {list(values.shape)}")
+    if isinstance(spacing, bool) or not isinstance(spacing, numbers.Real) or not 0 < spacing < math.inf:
+        raise ValueError(f"spacing must be a positive number, got {spacing!r}")
+    v = v - v.mean()
+    a, b = v[:-1], v[1:]
+    idx = torch.nonzero((a * b < 0) | ((a == 0) & (b != 0)), as_tuple=True)[0]
+    if idx.numel() < 2:
+        return math.inf
+    frac = a[idx] / (a[idx] - b[idx])  # where the segment crosses zero, in samples
+    times = (idx.to(torch.float64) + frac) * float(spacing)
+    return float(2 * (times[-1] - times[0]) / (idx.numel() - 1))
+
+
+def _title(title: str, subtitle: str | None) -> alt.TitleParams | str:
+    return alt.TitleParams(text=title, subtitle=subtitle) if subtitle else title
+
+
+def _band_words(k: int, noun: str) -> str:
+    return f"{k} {noun}s" if k > 1 else f"1 {noun}"
+
+
+def heatmap(
+    table: torch.Tensor,
+    *,
+    title: str = "Positional encoding",
+    width: int = 420,
+    height: int = 260,
+    how: str = "mean",
+    max_rows: int | None = None,
+    max_cols: int | None = None,
+    start_pos: int = 0,
+    start_dim: int = 0,
+) -> alt.Chart:
+    """Position × dimension heatmap of a table (rows = positions, columns = dimensions).
+
+    A table of at most :data:`MAX_ROWS` cells is drawn cell by cell. A larger one
+    (or one with ``max_rows``/``max_cols`` set) is first reduced by
+    :func:`reduce_table` to at most ``max_rows`` position bands and ``max_cols``
+    (default 128) column bands, so the chart never holds more than
+    :data:`MAX_ROWS` data rows; each block is coloured by its ``mean`` (default),
+    drawn as two half-cells ``min`` | ``max`` (``how="minmax"``), or — to show
+    the aliasing illusion on purpose — by its first entry (``how="stride"``).
+    Bands are labelled by their first position/column (``pos``, ``dimension``).
+    ``start_pos``/``start_dim`` label a slice of a larger table.
+    """
+    table = _check_table(table)
+    how = _check_how(how)
+    max_rows = _check_limit("max_rows", max_rows)
+    max_cols = _check_limit("max_cols", max_cols)
+    start_pos = check_int("start_pos", start_pos, minimum=0)
+    start_dim = check_int("start_dim", start_dim, minimum=0)
+    n, d = table.shape
+    if max_rows is None and max_cols is None and n * d <= MAX_ROWS:
+        nr, nc = n, d
+    else:
+        nc = _bands(d, max_cols if max_cols is not None else DEFAULT_MAX_COLS)
+        nr = _bands(n, max_rows if max_rows is not None else max(1, MAX_ROWS // max(nc, 1)))
+    if nr * nc > MAX_ROWS:
         raise ValueError(
-            f"table has {n}×{d} = {n * d} cells, more than a chart may hold ({MAX_ROWS}); "
-            "pass a slice or a reduced table"
+            f"max_rows={max_rows} × max_cols={max_cols} leaves {nr} × {nc} blocks, "
+            f"more than a chart may hold ({MAX_ROWS}); lower them"
         )
-    frame = table_frame(table)
+    if (nr, nc) == (n, d):
+        frame = table_frame(table)
+        frame["pos"] += start_pos
+        frame["dimension"] += start_dim
+        return (
+            alt.Chart(frame, title=title)
+            .mark_rect()
+            .encode(
+                x=alt.X("dimension:O", title="dimension", axis=alt.Axis(labelOverlap=True)),
+                y=alt.Y("pos:O", title="pos", axis=alt.Axis(labelOverlap=True)),
+                color=alt.Color("value:Q", scale=alt.Scale(scheme="redblue", domain=[-1, 1]), title="value"),
+                tooltip=["pos", "dimension", "value"],
+            )
+            .properties(width=width, height=height)
+        )
+    frame = reduce_table(table, nr, nc, how=how, start_pos=start_pos, start_dim=start_dim)
+    what = {"mean": "mean", "minmax": "min | max", "stride": "first value (naive subsampling)"}[how]
+    subtitle = f"each cell: {what} of {_sizes(_edges(n, nr), 'position')} × {_sizes(_edges(d, nc), 'column')}"
+    frame = frame.drop(columns=["pos_end", "dimension_end"])  # bands are equal (±1): ordinal rows suffice
+    chart = alt.Chart(frame, title=_title(title, subtitle))
+    offset: dict = {}
+    if how == "minmax":  # each block as two half-height cells: min above, max below
+        chart = chart.transform_fold(["min", "max"], as_=["stat", "value"])
+        offset = {"yOffset": alt.YOffset("stat:N", sort=["min", "max"])}
+        tooltip = ["pos", "dimension", "min", "max"]
+    else:
+        tooltip = ["pos", "dimension", "value"]
     return (
-        alt.Chart(frame, title=title)
-        .mark_rect()
+        chart.mark_rect()
         .encode(
             x=alt.X("dimension:O", title="dimension", axis=alt.Axis(labelOverlap=True)),
             y=alt.Y("pos:O", title="pos", axis=alt.Axis(labelOverlap=True)),
             color=alt.Color("value:Q", scale=alt.Scale(scheme="redblue", domain=[-1, 1]), title="value"),
-            tooltip=["pos", "dimension", "value"],
+            tooltip=tooltip,
+            **offset,
         )
         .properties(width=width, height=height)
     )
 
 
-def dimension_lines(table: torch.Tensor, dims: list[int], *, title: str = "Value vs position", width: int = 480, height: int = 220) -> alt.Chart:
-    """One line per chosen column: ``value`` against ``pos``."""
-    table = _check_table(table)
-    n, d = table.shape
+def _check_dims(dims: object, d: int) -> list[int]:
+    if isinstance(dims, (str, bytes)) or not isinstance(dims, Sequence):
+        raise TypeError(f"dims must be a list of column indices, got {type(dims).__name__}")
+    dims = [check_int("dims[]", j) for j in dims]
+    if not dims:
+        raise ValueError("dims must name at least one column")
     bad = [j for j in dims if not 0 <= j < d]
     if bad:
         raise ValueError(f"dims must be columns of the table (0 … {d - 1}), got {bad}")
-    if n * len(dims) > MAX_ROWS:
-        raise ValueError(f"{n} positions × {len(dims)} dims exceeds {MAX_ROWS} chart rows; slice the table")
-    frame = table_frame(table[:, dims])
-    frame["dimension"] = [dims[j] for j in frame["dimension"]]
-    return (
-        alt.Chart(frame, title=title)
-        .mark_line()
-        .encode(
-            x=alt.X("pos:Q", title="pos"),
-            y=alt.Y("value:Q", title="value"),
-            color=alt.Color("dimension:N", title="dimension"),
-            tooltip=["pos", "dimension", "value"],
+    return dims
+
+
+def dimension_lines(
+    table: torch.Tensor,
+    dims: list[int],
+    *,
+    title: str = "Value vs position",
+    width: int = 480,
+    height: int = 220,
+    how: str = "minmax",
+    max_rows: int | None = None,
+    start_pos: int = 0,
+) -> alt.Chart:
+    """One line per chosen column: ``value`` against ``pos``.
+
+    When ``positions × len(dims)`` exceeds :data:`MAX_ROWS` (or ``max_rows``
+    position bands are asked for), positions are reduced in bands by
+    :func:`reduce_table`: ``how="minmax"`` (default) draws the band's exact
+    range as a shaded envelope, ``"mean"`` a line through band means, and
+    ``"stride"`` the naive subsample (aliasing on purpose).
+    """
+    table = _check_table(table)
+    n, d = table.shape
+    dims = _check_dims(dims, d)
+    how = _check_how(how)
+    max_rows = _check_limit("max_rows", max_rows)
+    start_pos = check_int("start_pos", start_pos, minimum=0)
+    nr = _bands(n, max_rows if max_rows is not None else max(1, MAX_ROWS // len(dims)))
+    if nr * len(dims) > MAX_ROWS:
+        raise ValueError(f"max_rows={max_rows} × {len(dims)} dims exceeds {MAX_ROWS} chart rows; lower max_rows")
+    if nr == n:
+        frame = table_frame(table[:, dims])
+        frame["pos"] += start_pos
+        frame["dimension"] = [dims[j] for j in frame["dimension"]]
+        return (
+            alt.Chart(frame, title=title)
+            .mark_line()
+            .encode(
+                x=alt.X("pos:Q", title="pos"),
+                y=alt.Y("value:Q", title="value"),
+                color=alt.Color("dimension:N", title="dimension"),
+                tooltip=["pos", "dimension", "value"],
+            )
+            .properties(width=width, height=height)
         )
+    frame = reduce_table(table[:, dims], nr, how=how, start_pos=start_pos).drop(columns=["pos_end", "dimension_end"])
+    frame["dimension"] = [dims[j] for j in frame["dimension"]]
+    what = {"minmax": "min–max range", "mean": "mean", "stride": "first value (naive subsampling)"}[how]
+    chart = alt.Chart(frame, title=_title(title, f"{what} of each band of {_sizes(_edges(n, nr), 'position')}"))
+    x = alt.X("pos:Q", title="pos", scale=alt.Scale(domain=[start_pos, start_pos + n], nice=False, zero=False))
+    color = alt.Color("dimension:N", title="dimension")
+    if how == "minmax":
+        return (
+            chart.mark_area(opacity=0.6, interpolate="step-after")
+            .encode(x=x, y=alt.Y("min:Q", title="value"), y2=alt.Y2("max:Q"), color=color,
+                    tooltip=["pos", "dimension", "min", "max"])
+            .properties(width=width, height=height)
+        )
+    return (
+        chart.mark_line()
+        .encode(x=x, y=alt.Y("value:Q", title="value"), color=color, tooltip=["pos", "dimension", "value"])
         .properties(width=width, height=height)
     )
 
 
-def similarity_heatmap(similarity: torch.Tensor, *, title: str = "PE(p) · PE(q)", width: int = 300, height: int = 300) -> alt.Chart:
-    """Heatmap of a square matrix of scores ``S[p, q]`` (e.g. ``PE(p)·PE(q)``)."""
+def wavelength_chart(
+    d_model: int,
+    base: float = 10000.0,
+    *,
+    title: str | None = None,
+    width: int = 420,
+    height: int = 240,
+    threshold: float | None = None,
+) -> alt.LayerChart:
+    r"""Wavelength ``λ_i = 2π·base^(2i/d_model)`` of each pair ``i``, on a log scale.
+
+    On a log axis the geometric progression is a straight line from ``2π``
+    (pair 0) towards ``2π·base`` (dashed rules mark both ends). ``threshold``
+    (optional, in positions) adds a horizontal rule, e.g. the shortest period a
+    picture can show; pairs below it are drawn in orange.
+    """
+    d_model = check_d_model(d_model)
+    base = check_base(base)
+    if threshold is not None and (
+        isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not 0 < threshold < math.inf
+    ):
+        raise ValueError(f"threshold must be a positive number of positions, got {threshold!r}")
+    lam = wavelengths(d_model, base)
+    frame = pd.DataFrame(
+        {
+            "i": range(d_model // 2),
+            "dimension": range(0, d_model, 2),
+            "wavelength": lam.numpy().round(DECIMALS),
+        }
+    )
+    title = title or f"Wavelength of each pair, d_model = {d_model}, base = {base:g}"
+    y = alt.Y("wavelength:Q", title="wavelength (positions, log scale)", scale=alt.Scale(type="log"))
+    x = alt.X("i:Q", title="i (pair; columns 2i, 2i+1)")
+    tooltip = ["i", alt.Tooltip("dimension:Q", title="dimension (sin column)"), "wavelength"]
+    color: alt.Color | alt.utils.Undefined = alt.Undefined
+    if threshold is not None:
+        frame["period"] = ["≤ threshold" if w <= threshold else "> threshold" for w in frame["wavelength"]]
+        color = alt.Color(
+            "period:N", title=f"λ vs {threshold:g}", scale=alt.Scale(domain=["≤ threshold", "> threshold"], range=["#f58518", "#4c78a8"])
+        )
+        tooltip.append("period")
+    points = alt.Chart(frame).mark_point(filled=True).encode(x=x, y=y, color=color, tooltip=tooltip)
+    line = alt.Chart(frame).mark_line(color="#4c78a8", opacity=0.4).encode(x=x, y=y)
+    rules = pd.DataFrame({"wavelength": [round(2 * math.pi, DECIMALS), round(2 * math.pi * base, DECIMALS)], "label": ["2π", "2π·base"]})
+    if threshold is not None:
+        rules.loc[len(rules)] = [round(float(threshold), DECIMALS), f"threshold {threshold:g}"]
+    rule_base = alt.Chart(rules).encode(y=y)
+    rule = rule_base.mark_rule(strokeDash=[4, 4], color="gray").encode(tooltip=["label", "wavelength"])
+    labels = rule_base.mark_text(align="right", dx=-4, dy=-6, color="gray").encode(x=alt.value(width), text="label:N")
+    return alt.layer(line, points, rule, labels, title=title).properties(width=width, height=height)
+
+
+def similarity_heatmap(
+    similarity: torch.Tensor,
+    *,
+    title: str = "PE(p) · PE(q)",
+    width: int = 300,
+    height: int = 300,
+    max_rows: int | None = None,
+) -> alt.Chart:
+    """Heatmap of a matrix of scores ``S[p, q]`` (e.g. ``PE(p)·PE(q)``).
+
+    Up to :data:`MAX_ROWS` cells are drawn one by one; a larger matrix (or one
+    with ``max_rows`` set) is averaged over square-ish blocks (:func:`reduce_table`
+    with ``how="mean"``) so that at most ``max_rows`` bands of ``p`` remain and
+    the chart holds at most :data:`MAX_ROWS` cells.
+    """
     sim = _check_table(similarity, "similarity")
+    max_rows = _check_limit("max_rows", max_rows)
     n, m = sim.shape
-    if n * m > MAX_ROWS:
-        raise ValueError(f"similarity has {n * m} cells, more than {MAX_ROWS}; use fewer positions")
-    frame = table_frame(sim).rename(columns={"pos": "p", "dimension": "q", "value": "score"})
+    if max_rows is None and n * m <= MAX_ROWS:
+        nr, nc = n, m
+    else:
+        side = math.isqrt(MAX_ROWS)
+        nr = _bands(n, max_rows if max_rows is not None else side)
+        nc = _bands(m, max(1, MAX_ROWS // nr) if max_rows is not None else side)
+    if (nr, nc) == (n, m):
+        frame = table_frame(sim).rename(columns={"pos": "p", "dimension": "q", "value": "score"})
+        return (
+            alt.Chart(frame, title=title)
+            .mark_rect()
+            .encode(
+                x=alt.X("q:O", title="q (pos)", axis=alt.Axis(labelOverlap=True)),
+                y=alt.Y("p:O", title="p (pos)", axis=alt.Axis(labelOverlap=True)),
+                color=alt.Color("score:Q", scale=alt.Scale(scheme="viridis"), title="score"),
+                tooltip=["p", "q", "score"],
+            )
+            .properties(width=width, height=height)
+        )
+    frame = reduce_table(sim, nr, nc, how="mean").drop(columns=["pos_end", "dimension_end"])
+    frame = frame.rename(columns={"pos": "p", "dimension": "q", "value": "score"})
+    subtitle = f"each cell: mean of {_sizes(_edges(n, nr), 'position')} × {_sizes(_edges(m, nc), 'position')}"
     return (
-        alt.Chart(frame, title=title)
+        alt.Chart(frame, title=_title(title, subtitle))
         .mark_rect()
         .encode(
             x=alt.X("q:O", title="q (pos)", axis=alt.Axis(labelOverlap=True)),

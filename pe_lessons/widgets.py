@@ -1,0 +1,209 @@
+"""An interactive explorer of the sinusoidal table, built on ipywidgets.
+
+:class:`Explorer` is a ``VBox`` of four sliders — ``d_model``, ``base`` (a
+log slider), a range of positions ``[from, to)`` and a range of columns
+``[from, to)`` — above an ``Output`` that holds a heatmap of
+``PE[pos, dimension]`` for that window (:func:`explorer_chart`). Moving a
+slider calls :meth:`Explorer.update`, which rebuilds the chart, keeps it in
+``explorer.chart`` and puts it in the ``Output`` widget's state — no browser
+or kernel needed, so tests can call it directly and read ``explorer.output.outputs``.
+
+Widgets need a live kernel; where they cannot render (GitHub, a static HTML
+export) a notebook shows :func:`explorer_chart` for the same settings as a
+static chart.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import altair as alt
+import ipywidgets as widgets
+import torch
+
+from ._checks import check_base, check_d_model, check_int
+from .plots import _render, heatmap
+from .sinusoidal import inverse_frequencies
+
+__all__ = ["MAX_POSITION", "MAX_CELLS", "explorer_chart", "Explorer", "pe_explorer"]
+
+#: Default end of the position slider: windows stay cheap to compute on a laptop.
+MAX_POSITION = 10_000
+#: Most values one window may compute (64 MiB of float64) before it is reduced for the chart.
+MAX_CELLS = 2**23
+
+
+def _check_range(name: str, value: object, stop: int | None = None) -> tuple[int, int]:
+    """A half-open window ``(start, stop)`` of non-negative integers, ``start < stop (<= stop limit)``."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise TypeError(f"{name} must be a pair (start, stop), got {value!r}")
+    start, end = (check_int(f"{name}[{k}]", v, minimum=0) for k, v in enumerate(value))
+    if not start < end or (stop is not None and end > stop):
+        limit = "" if stop is None else f" <= {stop}"
+        raise ValueError(f"{name} must satisfy 0 <= start < stop{limit}, got ({start}, {end})")
+    return start, end
+
+
+def _fmt_base(base: float) -> str:
+    return f"{base:,.0f}" if base >= 100 else f"{base:.4g}"
+
+
+def explorer_chart(
+    d_model: int = 64,
+    base: float = 10000.0,
+    positions: tuple[int, int] = (0, 100),
+    columns: tuple[int, int] | None = None,
+    *,
+    width: int = 420,
+    height: int = 260,
+    max_rows: int | None = None,
+) -> alt.Chart:
+    """Heatmap of ``PE[pos, dimension]`` for ``pos ∈ [positions)`` and ``dimension ∈ [columns)``.
+
+    ``columns`` defaults to every column. Only the window is computed, in
+    float64 (``sin``/``cos`` of ``pos·ω_i``), and a large window is reduced
+    honestly by :func:`pe_lessons.plots.heatmap` (band means, never subsampling).
+    """
+    d_model = check_d_model(d_model)
+    base = check_base(base)
+    p0, p1 = _check_range("positions", positions)
+    c0, c1 = _check_range("columns", (0, d_model) if columns is None else columns, d_model)
+    if (p1 - p0) * (c1 - c0) > MAX_CELLS:
+        raise ValueError(f"the window holds {(p1 - p0) * (c1 - c0)} values, more than {MAX_CELLS}; narrow positions or columns")
+    pos = torch.arange(p0, p1, dtype=torch.float64)
+    cols = torch.arange(c0, c1)
+    angles = pos[:, None] * inverse_frequencies(d_model, base)[cols // 2][None, :]
+    table = torch.where(cols % 2 == 0, torch.sin(angles), torch.cos(angles))
+    title = f"PE, d_model = {d_model}, base = {_fmt_base(base)}: pos {p0}–{p1 - 1}, dimension {c0}–{c1 - 1}"
+    return heatmap(table, title=title, width=width, height=height, max_rows=max_rows, start_pos=p0, start_dim=c0)
+
+
+def _in_kernel() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython comes with ipywidgets
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+class Explorer(widgets.VBox):
+    """Sliders for ``d_model``, ``base``, positions and columns above a live heatmap.
+
+    ``explorer.chart`` is the chart for the current slider values; change a
+    slider (or set ``explorer.d_model.value``) and :meth:`update` runs.
+    """
+
+    def __init__(
+        self,
+        d_model: int = 64,
+        base: float = 10000.0,
+        positions: tuple[int, int] = (0, 100),
+        columns: tuple[int, int] | None = None,
+        *,
+        max_position: int = MAX_POSITION,
+        max_d_model: int = 512,
+        width: int = 420,
+        height: int = 260,
+    ) -> None:
+        d_model = check_d_model(d_model)
+        base = check_base(base)
+        max_position = check_int("max_position", max_position, minimum=2)
+        max_d_model = check_d_model(max_d_model, "max_d_model")
+        if d_model > max_d_model:
+            raise ValueError(f"d_model must be <= max_d_model = {max_d_model}, got {d_model}")
+        if not 10.0 <= base <= 1e7:
+            raise ValueError(f"base must lie in the slider's range 10 … 1e7, got {base:g}")
+        p0, p1 = _check_range("positions", positions, max_position)
+        c0, c1 = _check_range("columns", (0, d_model) if columns is None else columns, d_model)
+        self._size = (width, height)
+        self._busy = False
+        style = {"description_width": "initial"}
+        layout = widgets.Layout(width="48%")
+        self.d_model = widgets.IntSlider(value=d_model, min=2, max=max_d_model, step=2, description="d_model",
+                                         continuous_update=False, style=style, layout=layout)
+        self.base = widgets.FloatLogSlider(value=base, base=10, min=1, max=7, step=0.25, description="base",
+                                           continuous_update=False, style=style, layout=layout, readout_format=",.0f")
+        self.positions = widgets.IntRangeSlider(value=(p0, p1), min=0, max=max_position, description="pos [from, to)",
+                                                continuous_update=False, style=style, layout=layout)
+        self.columns = widgets.IntRangeSlider(value=(c0, c1), min=0, max=d_model, description="dimension [from, to)",
+                                              continuous_update=False, style=style, layout=layout)
+        self.output = widgets.Output()
+        #: The window drawn now: ((first pos, stop), (first column, stop)), half-open.
+        self.window = ((p0, p1), (c0, c1))
+        self.chart: alt.Chart = explorer_chart(d_model, base, (p0, p1), (c0, c1), width=width, height=height)
+        super().__init__([widgets.HBox([self.d_model, self.base]), widgets.HBox([self.positions, self.columns]), self.output])
+        self.d_model.observe(self._on_d_model, names="value")
+        for slider in (self.base, self.positions, self.columns):
+            slider.observe(self.update, names="value")
+        self._draw()
+
+    def __repr__(self) -> str:  # the text a viewer without widgets shows; stable (no model ids, no outputs)
+        (p0, p1), (c0, c1) = self.window
+        return (f"PE explorer (d_model={self.d_model.value}, base={_fmt_base(self.base.value)}, pos {p0}–{p1 - 1}, "
+                f"dimension {c0}–{c1 - 1}): the sliders need a running Jupyter kernel with ipywidgets")
+
+    def _on_d_model(self, change: dict) -> None:
+        """A new width: keep the column window inside it (a full window stays full), then redraw once."""
+        old, new = change["old"], change["new"]
+        self._busy = True
+        try:
+            c0, c1 = self.columns.value
+            c1 = new if c1 == old else min(c1, new)
+            c0 = min(c0, c1 - 1)
+            if new > self.columns.max:
+                self.columns.max = new
+                self.columns.value = (c0, c1)
+            else:
+                self.columns.value = (c0, c1)
+                self.columns.max = new
+        finally:
+            self._busy = False
+        self.update()
+
+    def update(self, change: dict | None = None) -> alt.Chart:
+        """Rebuild the chart from the sliders (and redraw it in a kernel); returns it."""
+        if self._busy:
+            return self.chart
+        (p0, p1), (c0, c1) = self.positions.value, self.columns.value
+        p1, c1 = max(p1, p0 + 1), max(c1, c0 + 1)  # a range slider can be dragged to an empty window
+        if c1 > self.d_model.value:
+            c0, c1 = max(0, self.d_model.value - 1), self.d_model.value
+        width, height = self._size
+        self.window = ((p0, p1), (c0, c1))
+        self.chart = explorer_chart(self.d_model.value, self.base.value, (p0, p1), (c0, c1), width=width, height=height)
+        self._draw()
+        return self.chart
+
+    def _draw(self) -> None:
+        """Put the chart in the Output widget.
+
+        The chart goes straight into the widget's ``outputs`` state (Vega-Lite spec and
+        text, no JPEG: a live view needs no static image, and redraws stay fast): no
+        display messages are captured, so this works the same in a kernel, under
+        nbclient and in tests. Colab renders charts as HTML captured from ``display``.
+        """
+        if "google.colab" in sys.modules and _in_kernel():  # pragma: no cover - Colab only
+            from IPython.display import display
+
+            with self.output:
+                self.output.clear_output(wait=True)
+                display(self.chart)
+            return
+        if alt.renderers.active == "pe_lessons":
+            data = _render(self.chart.to_dict(), static_image=False)
+        else:
+            bundle = self.chart._repr_mimebundle_()
+            data = bundle[0] if isinstance(bundle, tuple) else bundle
+        self.output.outputs = ({"output_type": "display_data", "data": data, "metadata": {}},)
+
+
+def pe_explorer(
+    d_model: int = 64,
+    base: float = 10000.0,
+    positions: tuple[int, int] = (0, 100),
+    columns: tuple[int, int] | None = None,
+    **options,
+) -> Explorer:
+    """The explorer widget (display it as a cell's last expression). See :class:`Explorer`."""
+    return Explorer(d_model, base, positions, columns, **options)

@@ -1,0 +1,241 @@
+"""pe_lessons.plots: frames, honest reduction of large tables, chart specs, and bad input."""
+
+import math
+
+import altair as alt
+import pandas as pd
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pe_lessons import plots, sinusoidal_table, wavelengths
+from pe_lessons.plots import MAX_ROWS, apparent_period, reduce_table
+
+
+def spec(chart):
+    """The chart's Vega-Lite dict and its (only) data rows."""
+    d = chart.to_dict()
+    (rows,) = d["datasets"].values() if "datasets" in d else ([],)
+    return d, rows
+
+
+def encodings(d):
+    if "layer" in d:
+        return [layer.get("encoding", {}) for layer in d["layer"]]
+    return [d["encoding"]]
+
+
+def test_table_frame_shape_columns_rounding():
+    table = torch.rand(7, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    frame = plots.table_frame(table)
+    assert list(frame.columns) == ["pos", "dimension", "value"] and frame.shape == (42, 3)
+    assert frame.iloc[8].tolist() == [1, 2, round(table[1, 2].item(), 4)]
+    assert (frame["value"] == frame["value"].round(plots.DECIMALS)).all()
+    frame = plots.table_frame(table, positions=torch.arange(100, 107))
+    assert frame["pos"].min() == 100 and frame["pos"].max() == 106
+    with pytest.raises(ValueError, match="positions"):
+        plots.table_frame(table, positions=torch.arange(3))
+
+
+def test_small_heatmap_draws_every_cell_with_names_and_tooltips():
+    table = sinusoidal_table(50, 32)
+    d, rows = spec(plots.heatmap(table, title="PE for 50 positions"))
+    assert len(rows) == 1600 and d["title"] == "PE for 50 positions"
+    enc = d["encoding"]
+    assert (enc["x"]["field"], enc["x"]["title"], enc["y"]["field"], enc["y"]["title"]) == ("dimension", "dimension", "pos", "pos")
+    assert enc["color"]["title"] == "value" and enc["color"]["scale"]["domain"] == [-1, 1]
+    assert [t["field"] for t in enc["tooltip"]] == ["pos", "dimension", "value"]
+    assert all(round(r["value"], 4) == r["value"] for r in rows)
+
+
+def test_heatmap_slice_offsets_label_positions_and_dimensions():
+    table = sinusoidal_table(1010, 16)[1000:, 4:8]
+    frame = plots.heatmap(table, start_pos=1000, start_dim=4).data
+    assert frame["pos"].min() == 1000 and frame["pos"].max() == 1009
+    assert sorted(frame["dimension"].unique()) == [4, 5, 6, 7]
+
+
+@pytest.mark.parametrize("how", plots.REDUCTIONS)
+def test_large_heatmap_is_reduced_below_max_rows(how):
+    table = sinusoidal_table(45000, 128)
+    chart = plots.heatmap(table, how=how)
+    d, rows = spec(chart)
+    assert 0 < len(rows) <= MAX_ROWS and len(chart.data) == len(rows)
+    assert d["title"]["text"] == "Positional encoding" and "positions" in d["title"]["subtitle"]
+    enc = d["encoding"]
+    assert enc["x"]["title"] == "dimension" and enc["y"]["title"] == "pos" and enc["color"]["title"] == "value"
+    assert (enc["x"]["type"], enc["y"]["type"]) == ("ordinal", "ordinal") and "tooltip" in enc
+    assert ("yOffset" in enc) == (how == "minmax")
+    frame = chart.data
+    assert list(frame.columns) == ["pos", "dimension"] + (["min", "max"] if how == "minmax" else ["value"])
+    assert frame["pos"].min() == 0 and frame["pos"].max() < 45000 and frame["dimension"].max() == 127
+
+
+def test_heatmap_rejects_limits_that_exceed_max_rows():
+    with pytest.raises(ValueError, match="max_rows"):
+        plots.heatmap(sinusoidal_table(10000, 64), max_rows=1000, max_cols=64)
+
+
+def test_reduce_table_keeps_exact_band_min_max_and_means():
+    gen = torch.Generator().manual_seed(1)
+    table = torch.randn(1003, 37, dtype=torch.float64, generator=gen)
+    frame = reduce_table(table, max_rows=10, max_cols=5, how="minmax", decimals=None)
+    assert len(frame) == 10 * 5
+    sizes = (frame.pos_end - frame.pos).unique()
+    assert set(sizes) == {100, 101}  # balanced bands: no tiny last band standing for one position
+    assert list(frame.columns) == ["pos", "pos_end", "dimension", "dimension_end", "min", "max"]
+    for row in frame.itertuples():
+        block = table[row.pos:row.pos_end, row.dimension:row.dimension_end]
+        assert row.min == block.min().item() and row.max == block.max().item()  # exact, not approximate
+    # bands tile the table: every position and every column in exactly one band
+    assert sorted(set(zip(frame.pos, frame.pos_end)))[-1][1] == 1003
+    mean = reduce_table(table, max_rows=10, max_cols=5, how="mean", decimals=None)
+    for row in mean.itertuples():
+        block = table[row.pos:row.pos_end, row.dimension:row.dimension_end]
+        assert math.isclose(row.value, block.mean().item(), rel_tol=1e-12, abs_tol=1e-12)
+    stride = reduce_table(table, max_rows=10, max_cols=5, how="stride", decimals=None)
+    for row in stride.itertuples():
+        assert row.value == table[row.pos, row.dimension].item()
+
+
+@given(n=st.integers(1, 300), d=st.integers(1, 40), r=st.integers(1, 50), c=st.integers(1, 50))
+def test_reduce_table_bands_partition_any_shape(n, d, r, c):
+    table = torch.arange(n * d, dtype=torch.float64).reshape(n, d)
+    frame = reduce_table(table, max_rows=r, max_cols=c, how="minmax", decimals=None)
+    assert frame["pos"].nunique() <= r and frame["dimension"].nunique() <= c
+    covered = ((frame.pos_end - frame.pos) * (frame.dimension_end - frame.dimension)).sum()
+    assert covered == n * d
+    # for this increasing table the block min is its top-left entry and the max its bottom-right one
+    assert (frame["min"] == frame.pos * d + frame.dimension).all()
+    assert (frame["max"] == (frame.pos_end - 1) * d + frame.dimension_end - 1).all()
+
+
+def test_reduce_table_without_limits_is_the_table_and_rounds():
+    table = torch.tensor([[0.123456, -0.5], [1.0, 0.987654]], dtype=torch.float64)
+    frame = reduce_table(table, how="mean")
+    assert frame["value"].tolist() == [0.1235, -0.5, 1.0, 0.9877]
+    assert (frame["pos_end"] == frame["pos"] + 1).all()
+    empty = reduce_table(torch.empty(0, 4), max_rows=3)
+    assert len(empty) == 0 and "min" in empty
+
+
+def test_naive_subsampling_aliases_and_minmax_does_not():
+    """Column 0 (period 2π) sampled every 150 positions looks like a slow wave of period ≈ 1180."""
+    n, bands = 45000, 300
+    table = sinusoidal_table(n, 16)
+    stride = reduce_table(table[:, :1], max_rows=bands, how="stride")
+    k = n // bands
+    assert k == 150
+    seen = apparent_period(torch.tensor(stride["value"].to_numpy()), spacing=k)
+    # theory: 150 rad per sample ≡ 150 - 24·2π rad, a period of 2π / |150 - 48π| samples
+    alias = 2 * math.pi / abs(k - 48 * math.pi) * k
+    assert abs(seen - alias) / alias < 0.01 and seen > 100 * 2 * math.pi
+    honest = reduce_table(table[:, :1], max_rows=bands, how="minmax")
+    assert (honest["min"] < -0.99).all() and (honest["max"] > 0.99).all()  # every band spans the full range
+    # a slow column (period > 2 bands) keeps its true period under the band mean
+    col = 10  # pair 5 at d_model = 16: period 2π·10000^(10/16) ≈ 1987 positions
+    mean = reduce_table(table[:, col:col + 1], max_rows=bands, how="mean")
+    true = wavelengths(16)[5].item()
+    assert abs(apparent_period(torch.tensor(mean["value"].to_numpy()), spacing=k) - true) / true < 0.02
+
+
+def test_apparent_period_reads_a_clean_sinusoid_and_refuses_flat_data():
+    x = torch.arange(5000, dtype=torch.float64)
+    assert abs(apparent_period(torch.sin(0.05 * x)) - 2 * math.pi / 0.05) < 0.05
+    assert apparent_period([1.0, 2.0, 3.0]) == math.inf
+    with pytest.raises(ValueError):
+        apparent_period(torch.zeros(3, 3))
+    with pytest.raises(TypeError):
+        apparent_period("sin")
+    with pytest.raises(ValueError, match="spacing"):
+        apparent_period([0.0, 1.0], spacing=0)
+
+
+def test_dimension_lines_small_and_reduced():
+    small = plots.dimension_lines(sinusoidal_table(120, 50), [0, 6], title="two columns")
+    d, rows = spec(small)
+    assert len(rows) == 240 and d["mark"]["type"] == "line" and d["title"] == "two columns"
+    assert d["encoding"]["x"]["title"] == "pos" and d["encoding"]["y"]["title"] == "value"
+    assert sorted({r["dimension"] for r in rows}) == [0, 6]
+    big = sinusoidal_table(45000, 128)
+    for how, mark in [("minmax", "area"), ("mean", "line"), ("stride", "line")]:
+        chart = plots.dimension_lines(big, [0, 64, 127], how=how)
+        d, rows = spec(chart)
+        assert len(rows) <= MAX_ROWS and d["mark"]["type"] == mark
+        assert d["encoding"]["x"]["title"] == "pos" and d["encoding"]["y"]["title"] == "value"
+        assert sorted({r["dimension"] for r in rows}) == [0, 64, 127]
+        assert "tooltip" in d["encoding"]
+    lines = plots.dimension_lines(big, [0], max_rows=100, start_pos=5)
+    assert len(lines.data) == 100 and lines.data["pos"].min() == 5
+
+
+def test_wavelength_chart_log_scale_and_values():
+    chart = plots.wavelength_chart(50, threshold=300)
+    d = chart.to_dict()
+    assert d["title"] == "Wavelength of each pair, d_model = 50, base = 10000"
+    frame = chart.layer[1].data
+    assert list(frame.columns[:3]) == ["i", "dimension", "wavelength"] and len(frame) == 25
+    assert frame["wavelength"].iloc[3] == round(2 * math.pi * 10000 ** (6 / 50), 4)  # ≈ 18.97: column 6
+    assert (frame["period"] == "≤ threshold").sum() == 11  # pairs 0–10 have λ ≤ 300
+    enc = encodings(d)[1]
+    assert enc["y"]["scale"]["type"] == "log" and enc["y"]["title"].startswith("wavelength")
+    assert enc["x"]["field"] == "i" and "tooltip" in enc
+    with pytest.raises(ValueError, match="d_model"):
+        plots.wavelength_chart(7)
+    with pytest.raises(ValueError, match="base"):
+        plots.wavelength_chart(8, base=1.0)
+    with pytest.raises(ValueError, match="threshold"):
+        plots.wavelength_chart(8, threshold=-1)
+
+
+def test_similarity_heatmap_small_and_large():
+    pe = sinusoidal_table(40, 16, dtype=torch.float64)
+    d, rows = spec(plots.similarity_heatmap(pe @ pe.T))
+    assert len(rows) == 1600 and d["encoding"]["color"]["title"] == "score"
+    pe = sinusoidal_table(1000, 16, dtype=torch.float64)
+    chart = plots.similarity_heatmap(pe @ pe.T)
+    d, rows = spec(chart)
+    assert len(rows) <= MAX_ROWS and "mean" in d["title"]["subtitle"]
+    assert list(chart.data.columns) == ["p", "q", "score"]
+    assert len(plots.similarity_heatmap(pe @ pe.T, max_rows=20).data) <= MAX_ROWS
+
+
+@pytest.mark.parametrize(
+    "call, error",
+    [
+        (lambda: plots.heatmap([[0.0, 1.0]]), TypeError),
+        (lambda: plots.heatmap(torch.zeros(3)), ValueError),
+        (lambda: plots.heatmap(torch.zeros(2, 3, 4)), ValueError),
+        (lambda: plots.heatmap(torch.zeros(4, 4), how="median"), ValueError),
+        (lambda: plots.heatmap(torch.zeros(4, 4), max_rows=0), ValueError),
+        (lambda: plots.heatmap(torch.zeros(4, 4), max_rows=2.5), TypeError),
+        (lambda: plots.heatmap(torch.zeros(4, 4), start_pos=-1), ValueError),
+        (lambda: plots.dimension_lines(torch.zeros(5, 4), [4]), ValueError),
+        (lambda: plots.dimension_lines(torch.zeros(5, 4), [-1]), ValueError),
+        (lambda: plots.dimension_lines(torch.zeros(5, 4), []), ValueError),
+        (lambda: plots.dimension_lines(torch.zeros(5, 4), 2), TypeError),
+        (lambda: plots.dimension_lines(torch.zeros(5, 4), [1.0]), TypeError),
+        (lambda: plots.dimension_lines("table", [0]), TypeError),
+        (lambda: plots.similarity_heatmap(torch.zeros(4)), ValueError),
+        (lambda: reduce_table(torch.zeros(4, 4), how="naive"), ValueError),
+        (lambda: reduce_table(torch.zeros(4, 4, dtype=torch.complex64)), TypeError),
+    ],
+)
+def test_bad_input_is_named(call, error):
+    with pytest.raises(error):
+        call()
+
+
+def test_low_precision_and_integer_tables_are_accepted():
+    for dtype in (torch.float16, torch.bfloat16, torch.int64):
+        frame = plots.heatmap(torch.ones(3, 2, dtype=dtype)).data
+        assert isinstance(frame, pd.DataFrame) and (frame["value"] == 1.0).all()
+
+
+def test_renderer_bundle_has_spec_text_and_jpeg():
+    plots.enable_renderer()
+    assert alt.renderers.active == "pe_lessons"
+    bundle = alt.renderers.get()(plots.heatmap(sinusoidal_table(4, 4), title="tiny").to_dict())
+    assert bundle["text/plain"] == "<chart: tiny>" and "image/jpeg" in bundle
+    assert alt.vegalite.v5.display.VEGALITE_MIME_TYPE in bundle

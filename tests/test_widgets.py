@@ -1,0 +1,98 @@
+"""pe_lessons.widgets: the explorer's static chart, its update callback (no browser needed), bad input."""
+
+import ipywidgets as widgets
+import pytest
+import torch
+
+from pe_lessons import sinusoidal_table
+from pe_lessons.plots import MAX_ROWS
+from pe_lessons.widgets import Explorer, explorer_chart, pe_explorer
+
+
+def values(chart):
+    return chart.data
+
+
+def test_explorer_chart_window_matches_the_table():
+    chart = explorer_chart(16, 10000.0, (10, 30), (2, 6))
+    frame = chart.data
+    assert frame["pos"].min() == 10 and frame["pos"].max() == 29
+    assert sorted(frame["dimension"].unique()) == [2, 3, 4, 5]
+    want = sinusoidal_table(30, 16, dtype=torch.float64)[10:30, 2:6].reshape(-1).numpy().round(4)
+    assert (frame["value"].to_numpy() == want).all()
+    title = chart.to_dict()["title"]
+    assert "d_model = 16" in title and "pos 10–29" in title and "dimension 2–5" in title
+
+
+def test_explorer_chart_large_window_is_reduced():
+    chart = explorer_chart(512, 10000.0, (0, 10000))
+    assert len(chart.data) <= MAX_ROWS and "mean" in chart.to_dict()["title"]["subtitle"]
+
+
+def test_function_returns_a_widget_with_sliders_and_output():
+    ex = pe_explorer()
+    assert isinstance(ex, Explorer) and isinstance(ex, widgets.VBox)
+    assert isinstance(ex.output, widgets.Output)
+    assert isinstance(ex.base, widgets.FloatLogSlider) and ex.base.value == 10000.0
+    assert ex.d_model.value == 64 and ex.columns.value == (0, 64) and ex.positions.value == (0, 100)
+    assert repr(ex).startswith("PE explorer (d_model=64, base=10,000, pos 0–99, dimension 0–63)")
+
+
+def test_moving_a_slider_updates_the_chart():
+    ex = pe_explorer(d_model=16, positions=(0, 50))
+    before = ex.chart.to_dict()
+    ex.base.value = 100.0  # observe() calls update()
+    after = ex.chart.to_dict()
+    assert before != after and "base = 100" in after["title"]
+    ex.positions.value = (200, 260)
+    assert ex.chart.data["pos"].min() == 200 and ex.chart.data["pos"].max() == 259
+    ex.columns.value = (0, 2)
+    assert sorted(ex.chart.data["dimension"].unique()) == [0, 1]
+    assert ex.update() is ex.chart  # the callback can be called directly
+
+
+def test_changing_d_model_keeps_the_column_window_valid():
+    ex = pe_explorer(d_model=16)
+    ex.d_model.value = 128  # a full window stays full
+    assert ex.columns.value == (0, 128) and ex.columns.max == 128
+    assert ex.chart.data["dimension"].max() == 127
+    ex.columns.value = (100, 120)
+    ex.d_model.value = 32  # a window past the new width is clipped into it
+    assert ex.columns.value[1] <= 32 and ex.columns.value[0] < ex.columns.value[1]
+    assert ex.chart.data["dimension"].max() <= 31
+
+
+def test_an_empty_window_is_widened_not_an_error():
+    ex = pe_explorer(d_model=8)
+    ex.positions.value = (40, 40)
+    assert ex.window[0] == (40, 41) and len(ex.chart.data) == 8
+
+
+@pytest.mark.parametrize(
+    "call, error",
+    [
+        (lambda: explorer_chart(7), ValueError),
+        (lambda: explorer_chart(8, base=0.5), ValueError),
+        (lambda: explorer_chart(8, positions=(5, 5)), ValueError),
+        (lambda: explorer_chart(8, positions=5), TypeError),
+        (lambda: explorer_chart(8, columns=(0, 9)), ValueError),
+        (lambda: explorer_chart(8, positions=(0, 2**22)), ValueError),
+        (lambda: pe_explorer(d_model=1024), ValueError),
+        (lambda: pe_explorer(base=2.0), ValueError),
+        (lambda: pe_explorer(positions=(0, 20000)), ValueError),
+    ],
+)
+def test_bad_input_is_named(call, error):
+    with pytest.raises(error):
+        call()
+
+
+def test_output_widget_holds_the_current_chart_without_a_jpeg():
+    ex = pe_explorer(d_model=8, positions=(0, 20))
+    (out,) = ex.output.outputs
+    vegalite = "application/vnd.vegalite.v5+json"
+    assert out["output_type"] == "display_data" and "image/jpeg" not in out["data"]
+    assert out["data"][vegalite] == ex.chart.to_dict()
+    ex.d_model.value = 12
+    (out,) = ex.output.outputs
+    assert "d_model = 12" in out["data"][vegalite]["title"] and out["data"]["text/plain"].startswith("<chart: PE, d_model = 12")

@@ -51,6 +51,9 @@ __all__ = [
     "dimension_lines",
     "wavelength_chart",
     "similarity_heatmap",
+    "offset_curve",
+    "decay_chart",
+    "training_curves",
 ]
 
 #: Largest number of data rows a chart may embed.
@@ -563,9 +566,6 @@ def offset_curve(
     )
 
 
-__all__ += ["offset_curve"]
-
-
 def decay_chart(
     distance: torch.Tensor,
     curves: dict[str, torch.Tensor],
@@ -609,9 +609,6 @@ def decay_chart(
         )
         .properties(width=width, height=height)
     )
-
-
-__all__ += ["decay_chart"]
 
 
 def training_curves(
@@ -659,5 +656,3 @@ def training_curves(
         .facet(column=alt.Column("metric:N", title=None, sort=list(metrics)), title=title)
         .resolve_scale(y="independent")
     )
-
-__all__ += ["training_curves"]

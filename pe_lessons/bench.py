@@ -55,6 +55,7 @@ __all__ = [
     "hf_cos_sin",
     "hf_rope",
     "rope_reference",
+    "trace_ops",
     "measure",
     "try_compile",
     "bench_sinusoidal",
@@ -180,6 +181,61 @@ def rope_reference(x: torch.Tensor, layout: str = "interleaved", base: float = 1
         return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
     a, b = x[..., : head_dim // 2], x[..., head_dim // 2 :]
     return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Counting operations and bytes
+# ---------------------------------------------------------------------------------------------
+
+
+def _tensors(value: object) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
+
+
+class _OpRecorder(torch.overrides.TorchFunctionMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[dict] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        name = getattr(func, "__name__", str(func))
+        inputs = _tensors(args) + _tensors(kwargs)
+        outputs = _tensors(out)
+        if not outputs:
+            return out
+        in_ptrs = {t.untyped_storage().data_ptr() for t in inputs}
+        view = all(t.untyped_storage().data_ptr() in in_ptrs for t in outputs)
+        self.ops.append({
+            "op": name.strip("_"),
+            "view": view,
+            "read_bytes": 0 if view else sum(t.numel() * t.element_size() for t in inputs),
+            "write_bytes": 0 if view else sum(t.numel() * t.element_size() for t in outputs),
+        })
+        return out
+
+
+def trace_ops(fn: Callable[..., object], *args: object) -> list[dict]:
+    """The tensor operations ``fn(*args)`` calls, in order, with the bytes each one moves.
+
+    One dict per torch function call: ``op`` (name), ``view`` (the result shares its
+    input's memory, so no data moves and no kernel runs), ``read_bytes`` (every input
+    tensor read once, a broadcast operand counted at its own size) and ``write_bytes``
+    (every output written once). In eager mode each non-view operation is one kernel
+    launch that reads its inputs from memory and writes its output back.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    with _OpRecorder() as recorder:
+        fn(*args)
+    return recorder.ops
 
 
 # ---------------------------------------------------------------------------------------------

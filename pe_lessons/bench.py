@@ -198,6 +198,13 @@ def _tensors(value: object) -> list[torch.Tensor]:
     return []
 
 
+_ALLOCATORS = {"empty", "empty_like", "empty_strided", "new_empty"}
+
+
+def _nbytes(tensors: Iterable[torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
 class _OpRecorder(torch.overrides.TorchFunctionMode):
     def __init__(self) -> None:
         super().__init__()
@@ -207,17 +214,29 @@ class _OpRecorder(torch.overrides.TorchFunctionMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         name = getattr(func, "__name__", str(func))
-        inputs = _tensors(args) + _tensors(kwargs)
+        inputs = _tensors(args) + _tensors({k: v for k, v in kwargs.items() if k != "out"})
+        if name == "__setitem__":  # t[index] = value: writes the indexed part of t
+            target = args[0][args[1]]
+            value = _tensors(args[2:])
+            self.ops.append({"op": "setitem", "kernel": True, "read_bytes": _nbytes(value),
+                             "write_bytes": target.numel() * target.element_size()})
+            return out
         outputs = _tensors(out)
         if not outputs:
             return out
-        in_ptrs = {t.untyped_storage().data_ptr() for t in inputs}
-        view = all(t.untyped_storage().data_ptr() in in_ptrs for t in outputs)
+        in_place = name.endswith("_") and not name.endswith("__") or name.startswith("__i")
+        if "out" in kwargs or in_place:
+            kernel = True
+        elif name in _ALLOCATORS:
+            kernel = False  # memory is reserved, nothing is read or written
+        else:  # a view shares its input's memory: no data moves
+            in_ptrs = {t.untyped_storage().data_ptr() for t in inputs}
+            kernel = not all(t.untyped_storage().data_ptr() in in_ptrs for t in outputs)
         self.ops.append({
-            "op": name.strip("_"),
-            "view": view,
-            "read_bytes": 0 if view else sum(t.numel() * t.element_size() for t in inputs),
-            "write_bytes": 0 if view else sum(t.numel() * t.element_size() for t in outputs),
+            "op": name.strip("_") + ("_" if in_place and not name.startswith("__") else ""),
+            "kernel": kernel,
+            "read_bytes": _nbytes(inputs) if kernel else 0,
+            "write_bytes": _nbytes(outputs) if kernel else 0,
         })
         return out
 
@@ -225,11 +244,14 @@ class _OpRecorder(torch.overrides.TorchFunctionMode):
 def trace_ops(fn: Callable[..., object], *args: object) -> list[dict]:
     """The tensor operations ``fn(*args)`` calls, in order, with the bytes each one moves.
 
-    One dict per torch function call: ``op`` (name), ``view`` (the result shares its
-    input's memory, so no data moves and no kernel runs), ``read_bytes`` (every input
-    tensor read once, a broadcast operand counted at its own size) and ``write_bytes``
-    (every output written once). In eager mode each non-view operation is one kernel
-    launch that reads its inputs from memory and writes its output back.
+    One dict per torch function call: ``op`` (its name; a trailing ``_`` marks an
+    in-place op), ``kernel`` (``False`` for views, which share their input's memory,
+    and for bare allocations such as ``empty``: no data moves), ``read_bytes`` (every
+    input tensor read once; a broadcast operand counts at its own size, an in-place
+    op reads the tensor it overwrites) and ``write_bytes`` (every output written
+    once; ``out=`` and in-place targets included). In eager mode each operation with
+    ``kernel=True`` is one kernel launch that reads its inputs from memory and writes
+    its output back. Only calls that go through torch's Python API are seen.
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")

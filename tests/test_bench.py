@@ -121,3 +121,56 @@ def test_bad_arguments_are_named(call, error):
 def test_cuda_without_a_gpu_is_a_clear_error():
     with pytest.raises(ValueError, match="no CUDA GPU"):
         bench.bench_sinusoidal([(4, 4)], device="cuda", **FAST)
+
+
+def test_trace_ops_counts_the_five_kernels_and_ten_n_elements_of_the_eager_formula():
+    x = torch.randn(2, 3, 16, 8)
+    cos, sin = bench.hf_cos_sin(16, 8)
+    ops = bench.trace_ops(bench.hf_rope, x, cos, sin)
+    assert [o["op"] for o in ops if o["kernel"]] == ["mul", "neg", "cat", "mul", "add"]
+    assert [o["op"] for o in ops if not o["kernel"]] == ["chunk"]
+    n, t = x.numel(), cos.numel()
+    assert sum(o["read_bytes"] + o["write_bytes"] for o in ops) == 4 * (10 * n + 2 * t)
+
+
+def test_trace_ops_sees_out_in_place_setitem_and_allocations():
+    x, y = torch.ones(4, 6), torch.ones(4, 6)
+    out = torch.empty(4, 6)
+
+    def fn(a, b):
+        buf = torch.empty_like(a)
+        torch.mul(a, b, out=out)
+        out.add_(a)
+        buf[:, :3] = a[:, :3]
+        return a.view(-1)
+
+    ops = {o["op"]: o for o in bench.trace_ops(fn, x, y)}
+    assert not ops["empty_like"]["kernel"] and not ops["view"]["kernel"]
+    assert ops["mul"]["kernel"] and ops["mul"]["read_bytes"] == 2 * 96 and ops["mul"]["write_bytes"] == 96
+    assert ops["add_"]["kernel"] and ops["add_"]["read_bytes"] == 2 * 96 and ops["add_"]["write_bytes"] == 96
+    assert ops["setitem"]["kernel"] and ops["setitem"]["write_bytes"] == 48
+    with pytest.raises(TypeError):
+        bench.trace_ops(3)
+
+
+def test_nb08_checkers_accept_the_answer_and_name_the_likely_mistake():
+    from pe_lessons.exercises import nb08
+
+    n = 8 * 512 * 768
+    assert not nb08.check_bytes_moved(None).ok and "Not answered" in nb08.check_bytes_moved(None).message
+    assert nb08.check_bytes_moved(4 * (2 * n + 768)).ok
+    assert "elements" in nb08.check_bytes_moved(2 * n + 768).message
+    assert "one direction" in nb08.check_bytes_moved(4 * n).message
+    assert "broadcast" in nb08.check_bytes_moved(12 * n).message
+    assert "bits" in nb08.check_bytes_moved(32 * (2 * n + 768)).message
+    assert "number" in nb08.check_bytes_moved("a lot").message
+    q = 32 * 4096 * 128
+    fused, eager = 2 * q * 2 / 2e12 * 1e6, 10 * q * 2 / 2e12 * 1e6
+    assert nb08.check_predicted_time(fused).ok and nb08.check_predicted_time(eager, kernel="eager").ok
+    assert "eager" in nb08.check_predicted_time(eager).message
+    assert "fused" in nb08.check_predicted_time(fused, kernel="eager").message
+    assert "2 bytes" in nb08.check_predicted_time(2 * fused).message or "bfloat16" in nb08.check_predicted_time(2 * fused).message
+    assert "unit" in nb08.check_predicted_time(fused / 1e6).message
+    assert not nb08.check_predicted_time(None).ok
+    with pytest.raises(ValueError):
+        nb08.check_predicted_time(1.0, kernel="slow")

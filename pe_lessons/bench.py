@@ -61,6 +61,7 @@ __all__ = [
     "bench_sinusoidal",
     "bench_rope",
     "check_targets",
+    "cpu_name",
     "format_table",
     "main",
 ]
@@ -586,7 +587,7 @@ def format_table(rows: Sequence[dict]) -> str:
     return "\n".join(lines)
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
@@ -627,7 +628,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("--rounds must be >= 1")
         timing["rounds"] = args.rounds
     start = time.perf_counter()
-    print(f"torch {torch.__version__}; CPU: {_cpu_name()}, {torch.get_num_threads()} threads available")
+    print(f"torch {torch.__version__}; CPU: {cpu_name()}, {torch.get_num_threads()} threads available")
     if torch.cuda.is_available():
         print(f"GPU: {torch.cuda.get_device_name()}")
     elif args.device == "all":

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import sys
 import time
@@ -62,6 +63,7 @@ __all__ = [
     "bench_rope",
     "check_targets",
     "cpu_name",
+    "keep_freed_memory",
     "format_table",
     "main",
 ]
@@ -587,6 +589,13 @@ def format_table(rows: Sequence[dict]) -> str:
     return "\n".join(lines)
 
 
+def _load() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return None
+
+
 def cpu_name() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
@@ -600,6 +609,28 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def keep_freed_memory() -> bool:
+    """Ask glibc's allocator to keep freed memory instead of returning it to the OS.
+
+    By default glibc gives large freed blocks back to the kernel, so an eager formula
+    that allocates several fresh intermediates per call (HF's RoPE: four of ``x``'s size)
+    pays page faults on every call, on top of its memory traffic. A GPU's caching
+    allocator never does this. Keeping freed memory (``mallopt``: trim threshold 1 GiB,
+    mmap threshold 32 MiB) removes that cost for the rest of the process. Returns
+    ``False`` where the C library is not glibc.
+    """
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    return bool(mallopt(m_trim_threshold, 1 << 30)) and bool(mallopt(m_mmap_threshold, 32 << 20))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pe_lessons.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=["cpu", "cuda", "all"], default="all",
@@ -609,6 +640,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--compile", choices=["auto", "on", "off"], default="auto",
                         help="torch.compile'd RoPE variants: auto = on CUDA only (default), on, off")
     parser.add_argument("--rounds", type=int, default=None, help="interleaved timing rounds (default 3; 1 with --quick)")
+    parser.add_argument("--keep-memory", action="store_true",
+                        help="CPU: keep freed memory in the process (glibc mallopt), so eager formulas pay no page "
+                             "faults for fresh intermediates (as with a GPU's caching allocator)")
     args = parser.parse_args(argv)
     if args.threads is not None and args.threads < 1:
         parser.error("--threads must be >= 1")
@@ -629,6 +663,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         timing["rounds"] = args.rounds
     start = time.perf_counter()
     print(f"torch {torch.__version__}; CPU: {cpu_name()}, {torch.get_num_threads()} threads available")
+    if args.keep_memory:
+        kept = keep_freed_memory()
+        print("allocator: freed memory kept in the process (--keep-memory)" if kept
+              else "allocator: --keep-memory needs glibc; not applied")
+    else:
+        print("allocator: default (glibc returns large freed blocks to the OS; see --keep-memory)")
+    load = _load()
+    if load is not None and load > (os.cpu_count() or 1):
+        print(f"warning: the machine is busy (load average {load:.1f} on {os.cpu_count()} cores): timings are unreliable")
     if torch.cuda.is_available():
         print(f"GPU: {torch.cuda.get_device_name()}")
     elif args.device == "all":
@@ -643,7 +686,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for t in check_targets([r for r in rows if r["device"] == "cpu"]):
             verdict = {True: "met", False: "NOT met", None: "not measured"}[t["met"]]
             print(f"  {t['target']:<52} measured {_fmt(t['measured'], 'err' if 'error' in t['target'] else 'x'):>8}  {verdict}")
-    print(f"\ntotal {time.perf_counter() - start:.1f} s")
+    load_end = _load()
+    print(f"\ntotal {time.perf_counter() - start:.1f} s" + (f"; load average {load:.1f} at start, {load_end:.1f} at end" if load is not None and load_end is not None else ""))
     return 0
 
 

@@ -91,9 +91,10 @@ def test_check_targets_and_format_table():
 
 
 def test_main_quick_runs_and_prints(capsys):
-    assert bench.main(["--quick", "--device", "cpu", "--compile", "off"]) == 0
+    assert bench.main(["--quick", "--device", "cpu", "--compile", "off", "--keep-memory"]) == 0
     out = capsys.readouterr().out
-    assert "sinusoidal on cpu" in out and "rope on cpu" in out and "total" in out
+    assert "sinusoidal on cpu" in out and "rope on cpu" in out and "total" in out and "allocator:" in out
+    assert isinstance(bench.keep_freed_memory(), bool)
 
 
 @pytest.mark.parametrize(

@@ -54,6 +54,7 @@ __all__ = [
     "offset_curve",
     "decay_chart",
     "training_curves",
+    "roofline",
 ]
 
 #: Largest number of data rows a chart may embed.
@@ -656,3 +657,49 @@ def training_curves(
         .facet(column=alt.Column("metric:N", title=None, sort=list(metrics)), title=title)
         .resolve_scale(y="independent")
     )
+
+
+def roofline(
+    points: pd.DataFrame,
+    *,
+    bandwidth_gbps: float,
+    peak_gflops: float,
+    title: str = "Roofline",
+    width: int = 440,
+    height: int = 280,
+) -> alt.LayerChart:
+    """Roofline-style chart: attainable GFLOP/s = min(peak, bandwidth × intensity), and measured points.
+
+    ``points`` has columns ``op``, ``intensity`` (FLOP per byte moved) and ``gflops``
+    (measured). The roof is drawn from ``bandwidth_gbps`` (GB/s, e.g. a measured
+    ``clone``) and ``peak_gflops`` (e.g. a measured matmul). Both axes are logarithmic.
+    Points on the slanted part of the roof are memory-bound; on the flat part, compute-bound.
+    """
+    if not isinstance(points, pd.DataFrame) or not {"op", "intensity", "gflops"} <= set(points.columns):
+        raise ValueError("points must be a DataFrame with columns op, intensity, gflops")
+    if len(points) > MAX_ROWS:
+        raise ValueError(f"points has {len(points)} rows, more than {MAX_ROWS}")
+    for name, value in (("bandwidth_gbps", bandwidth_gbps), ("peak_gflops", peak_gflops)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise ValueError(f"{name} must be a positive number, got {value!r}")
+    if (points["intensity"] <= 0).any() or (points["gflops"] <= 0).any():
+        raise ValueError("intensity and gflops must be positive (the axes are logarithmic)")
+    low = min(float(points["intensity"].min()), peak_gflops / bandwidth_gbps) / 4
+    high = max(float(points["intensity"].max()), peak_gflops / bandwidth_gbps) * 4
+    knee = peak_gflops / bandwidth_gbps
+    roof = pd.DataFrame(
+        {
+            "intensity": [low, knee, high],
+            "gflops": [bandwidth_gbps * low, peak_gflops, peak_gflops],
+        }
+    ).round(DECIMALS)
+    data = points[["op", "intensity", "gflops"]].copy()
+    data[["intensity", "gflops"]] = data[["intensity", "gflops"]].astype(float).round(DECIMALS)
+    x = alt.X("intensity:Q", title="arithmetic intensity (FLOP / byte)", scale=alt.Scale(type="log"))
+    y = alt.Y("gflops:Q", title="GFLOP/s", scale=alt.Scale(type="log"))
+    line = alt.Chart(roof).mark_line(color="gray").encode(x=x, y=y)
+    dots = alt.Chart(data).mark_point(filled=True, size=70).encode(
+        x=x, y=y, color=alt.Color("op:N", title="op"), tooltip=["op", "intensity", "gflops"]
+    )
+    labels = alt.Chart(data).mark_text(align="left", dx=7, dy=-7).encode(x=x, y=y, text="op:N")
+    return alt.layer(line, dots, labels, title=title).properties(width=width, height=height)

@@ -1,0 +1,697 @@
+r"""Benchmarks of the sinusoidal table and of rotary embedding, measured honestly.
+
+Run ``python -m pe_lessons.bench`` (``--help`` for options). Every measurement
+uses :class:`torch.utils.benchmark.Timer` with an explicit thread count, a
+warm-up before timing, and CUDA synchronisation around each timed block on a
+GPU. A case is timed in ``rounds`` interleaved rounds (all cases once, then all
+again, …) and reported as the median of the per-round medians, so a burst of
+other work on a shared machine hits every case alike.
+
+Each row gives the median time, a **ratio** to the suite's baseline
+(``torch.sin`` over a float32 tensor of the table's size for the sinusoidal
+suite, ``x.clone()`` for the rotary suite) and an effective bandwidth
+
+.. math::
+
+    \text{GB/s} = \frac{\text{compulsory bytes}}{\text{median time}}
+
+where the compulsory bytes are the bytes an ideal kernel must touch once:
+a table of ``N`` float32 values is written (``4N`` bytes); ``torch.sin`` and
+``clone`` read and write ``N`` values (``8N``); rotary embedding reads ``x`` and
+writes a tensor of the same size (``8N``; its small cos/sin tables are not
+counted). A kernel that moves more than the minimum (intermediates, several
+passes) shows a lower GB/s than ``clone``, the memory-bandwidth ceiling.
+
+The measuring functions return lists of plain dicts (one per row, the keys of
+:data:`COLUMNS`); only :func:`main` prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+import torch
+from torch.utils.benchmark import Timer
+
+from ._checks import check_base, check_d_model, check_float_tensor, check_int
+from .sinusoidal import inverse_frequencies, pe_formula, sinusoidal_table
+
+__all__ = [
+    "COLUMNS",
+    "SIN_SIZES",
+    "SIN_SIZES_QUICK",
+    "ROPE_SHAPES",
+    "ROPE_SHAPES_QUICK",
+    "TARGETS",
+    "loop_table",
+    "textbook_table",
+    "float64_angles_table",
+    "rotate_half",
+    "hf_cos_sin",
+    "hf_rope",
+    "rope_reference",
+    "trace_ops",
+    "measure",
+    "try_compile",
+    "bench_sinusoidal",
+    "bench_rope",
+    "check_targets",
+    "cpu_name",
+    "keep_freed_memory",
+    "format_table",
+    "main",
+]
+
+#: Keys of every result row.
+COLUMNS = (
+    "suite", "device", "threads", "size", "variant", "median_ms", "baseline", "ratio",
+    "gbps", "speedup_vs_hf", "max_abs_error", "note",
+)
+#: Sinusoidal tables ``(max_len, d_model)``: a small size and the issue's large size.
+SIN_SIZES = ((256, 64), (65536, 64))
+SIN_SIZES_QUICK = ((64, 16), (1024, 64))
+#: Rotary inputs ``[batch, heads, seq, head_dim]``: a small shape and the issue's large shape.
+ROPE_SHAPES = ((1, 8, 128, 64), (4, 8, 1024, 64))
+ROPE_SHAPES_QUICK = ((1, 2, 16, 8), (2, 4, 128, 64))
+#: The Python loop is timed only up to this many table cells; larger sizes are extrapolated.
+LOOP_MAX_CELLS = 256 * 64
+
+#: The issue's CPU targets, checked by :func:`check_targets`:
+#: (suite, variant, measure, limit, description).
+TARGETS = (
+    ("sinusoidal", "pe_lessons sinusoidal_table", "ratio", 2.0, "sinusoidal_table ≤ 2× torch.sin"),
+    ("sinusoidal", "pe_lessons sinusoidal_table", "max_abs_error", 5e-7, "sinusoidal_table error ≤ 5e-7"),
+    ("rope", "apply_rope interleaved", "ratio", 2.0, "apply_rope interleaved ≤ 2× clone"),
+    ("rope", "apply_rope half", "ratio", 3.0, "apply_rope half ≤ 3× clone"),
+    ("rope", "apply_rope interleaved", "speedup_vs_hf", 1.5, "apply_rope interleaved ≥ 1.5× faster than HF eager"),
+    ("rope", "apply_rope half", "speedup_vs_hf", 1.5, "apply_rope half ≥ 1.5× faster than HF eager"),
+)
+
+_NAN = float("nan")
+
+
+# ---------------------------------------------------------------------------------------------
+# The implementations being compared
+# ---------------------------------------------------------------------------------------------
+
+
+def loop_table(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """The paper's formula one number at a time (:func:`pe_formula` per row), as a float32 tensor.
+
+    ``max_len·d_model`` calls of ``math.sin``/``math.cos``, each through the Python
+    interpreter: correct (float64 angles) and slow.
+    """
+    max_len = check_int("max_len", max_len, minimum=0)
+    d_model = check_d_model(d_model)
+    return torch.tensor([pe_formula(pos, d_model, base) for pos in range(max_len)], dtype=torch.float32).reshape(max_len, d_model)
+
+
+def textbook_table(max_len: int, d_model: int, base: float = 10000.0, *, device: torch.device | str | None = None) -> torch.Tensor:
+    r"""The common tutorial code: float32 angles ``pos·ω_i``, then ``sin``/``cos`` into strided columns.
+
+    Fast, but a float32 angle near ``pos = 65536`` is only known to ``≈ pos·6e-8``
+    radians, so entries there are off by up to ~4e-3.
+    """
+    max_len = check_int("max_len", max_len, minimum=0)
+    d_model = check_d_model(d_model)
+    base = check_base(base)
+    position = torch.arange(max_len, dtype=torch.float32, device=device)[:, None]
+    div_term = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32, device=device) * (-math.log(base) / d_model))
+    pe = torch.zeros(max_len, d_model, device=device)
+    pe[:, 0::2] = torch.sin(position * div_term)
+    pe[:, 1::2] = torch.cos(position * div_term)
+    return pe
+
+
+def float64_angles_table(max_len: int, d_model: int, base: float = 10000.0, *, device: torch.device | str | None = None) -> torch.Tensor:
+    """Angles, sin and cos in float64, rounded once to float32: accurate, but float64 math is slow."""
+    max_len = check_int("max_len", max_len, minimum=0)
+    d_model = check_d_model(d_model)
+    base = check_base(base)
+    angles = torch.arange(max_len, dtype=torch.float64, device=device)[:, None] * inverse_frequencies(d_model, base).to(device)
+    return torch.stack((torch.sin(angles), torch.cos(angles)), dim=-1).flatten(-2).to(torch.float32)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """Hugging Face's helper: ``[x1, x2] → [-x2, x1]`` over the two halves of the last dimension."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def hf_cos_sin(seq_len: int, head_dim: int, base: float = 10000.0, *, device: torch.device | str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Hugging Face's precomputed ``cos``/``sin`` of shape ``[seq_len, head_dim]`` (half layout, float32).
+
+    ``θ_i = base^(-2i/head_dim)``; the angles ``pos·θ_i`` are repeated for both halves.
+    """
+    seq_len = check_int("seq_len", seq_len, minimum=1)
+    head_dim = check_d_model(head_dim, "head_dim")
+    base = check_base(base)
+    inv_freq = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float32, device=device) / head_dim)
+    freqs = torch.arange(seq_len, dtype=torch.float32, device=device)[:, None] * inv_freq
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def hf_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Hugging Face's eager formula ``x·cos + rotate_half(x)·sin`` (half layout).
+
+    Five kernels: ``x·cos``, ``-x2``, ``cat``, ``·sin``, ``+``; each reads and writes
+    whole tensors of ``x``'s size.
+    """
+    return x * cos + rotate_half(x) * sin
+
+
+def rope_reference(x: torch.Tensor, layout: str = "interleaved", base: float = 10000.0) -> torch.Tensor:
+    """Rotary embedding of ``x`` ``[..., seq, head_dim]`` at positions ``0 … seq-1``, in float64.
+
+    Pair ``i`` (features ``(2i, 2i+1)`` interleaved, ``(i, i+head_dim/2)`` half) turns by
+    ``pos·θ_i``, ``θ_i = base^(-2i/head_dim)``: ``(a, b) → (a cos − b sin, a sin + b cos)``.
+    """
+    x = check_float_tensor("x", x).double()
+    if layout not in ("interleaved", "half"):
+        raise ValueError(f'layout must be "interleaved" or "half", got {layout!r}')
+    seq, head_dim = x.shape[-2], check_d_model(x.shape[-1], "x.shape[-1] (head_dim)")
+    angles = torch.arange(seq, dtype=torch.float64, device=x.device)[:, None] * inverse_frequencies(head_dim, base).to(x.device)
+    cos, sin = angles.cos(), angles.sin()
+    if layout == "interleaved":
+        a, b = x[..., 0::2], x[..., 1::2]
+        return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+    a, b = x[..., : head_dim // 2], x[..., head_dim // 2 :]
+    return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Counting operations and bytes
+# ---------------------------------------------------------------------------------------------
+
+
+def _tensors(value: object) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
+
+
+_ALLOCATORS = {"empty", "empty_like", "empty_strided", "new_empty"}
+
+
+def _nbytes(tensors: Iterable[torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+class _OpRecorder(torch.overrides.TorchFunctionMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[dict] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        name = getattr(func, "__name__", str(func))
+        inputs = _tensors(args) + _tensors({k: v for k, v in kwargs.items() if k != "out"})
+        if name == "__setitem__":  # t[index] = value: writes the indexed part of t
+            target = args[0][args[1]]
+            value = _tensors(args[2:])
+            self.ops.append({"op": "setitem", "kernel": True, "read_bytes": _nbytes(value),
+                             "write_bytes": target.numel() * target.element_size()})
+            return out
+        outputs = _tensors(out)
+        if not outputs:
+            return out
+        in_place = name.endswith("_") and not name.endswith("__") or name.startswith("__i")
+        if "out" in kwargs or in_place:
+            kernel = True
+        elif name in _ALLOCATORS:
+            kernel = False  # memory is reserved, nothing is read or written
+        else:  # a view shares its input's memory: no data moves
+            in_ptrs = {t.untyped_storage().data_ptr() for t in inputs}
+            kernel = not all(t.untyped_storage().data_ptr() in in_ptrs for t in outputs)
+        self.ops.append({
+            "op": name.strip("_") + ("_" if in_place and not name.startswith("__") else ""),
+            "kernel": kernel,
+            "read_bytes": _nbytes(inputs) if kernel else 0,
+            "write_bytes": _nbytes(outputs) if kernel else 0,
+        })
+        return out
+
+
+def trace_ops(fn: Callable[..., object], *args: object) -> list[dict]:
+    """The tensor operations ``fn(*args)`` calls, in order, with the bytes each one moves.
+
+    One dict per torch function call: ``op`` (its name; a trailing ``_`` marks an
+    in-place op), ``kernel`` (``False`` for views, which share their input's memory,
+    and for bare allocations such as ``empty``: no data moves), ``read_bytes`` (every
+    input tensor read once; a broadcast operand counts at its own size, an in-place
+    op reads the tensor it overwrites) and ``write_bytes`` (every output written
+    once; ``out=`` and in-place targets included). In eager mode each operation with
+    ``kernel=True`` is one kernel launch that reads its inputs from memory and writes
+    its output back. Only calls that go through torch's Python API are seen.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    with _OpRecorder() as recorder:
+        fn(*args)
+    return recorder.ops
+
+
+# ---------------------------------------------------------------------------------------------
+# Measuring
+# ---------------------------------------------------------------------------------------------
+
+
+def _device(device: torch.device | str) -> torch.device:
+    if isinstance(device, str):
+        try:
+            device = torch.device(device)
+        except RuntimeError as err:
+            raise ValueError(f"device must name a torch device such as 'cpu' or 'cuda', got {device!r}") from err
+    if not isinstance(device, torch.device):
+        raise TypeError(f"device must be a torch.device or a string, got {type(device).__name__}")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device is 'cuda' but no CUDA GPU is available here")
+    return device
+
+
+def _threads(threads: int | None) -> int:
+    return torch.get_num_threads() if threads is None else check_int("threads", threads, minimum=1)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _timer(device: torch.device) -> Callable[[], float]:
+    """Wall clock that first waits for the GPU, so a timed block includes its kernels."""
+    if device.type != "cuda":
+        return time.perf_counter
+
+    def synced() -> float:
+        torch.cuda.synchronize(device)
+        return time.perf_counter()
+
+    return synced
+
+
+def measure(
+    fns: dict[str, Callable[[], object]],
+    *,
+    device: torch.device | str = "cpu",
+    threads: int | None = None,
+    min_run_time: float = 0.1,
+    rounds: int = 3,
+    warmup: int = 2,
+) -> dict[str, float]:
+    """Median seconds per call of each zero-argument function in ``fns``.
+
+    Each function is called ``warmup`` times first (lazy allocation, caches, CUDA
+    context), then timed by ``torch.utils.benchmark.Timer(num_threads=threads)``
+    with ``blocked_autorange(min_run_time)`` in ``rounds`` interleaved rounds; the
+    result is the median of the per-round medians.
+    """
+    device = _device(device)
+    threads = _threads(threads)
+    rounds = check_int("rounds", rounds, minimum=1)
+    warmup = check_int("warmup", warmup, minimum=0)
+    if not (isinstance(min_run_time, (int, float)) and min_run_time > 0):
+        raise ValueError(f"min_run_time must be a positive number of seconds, got {min_run_time!r}")
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for fn in fns.values():
+            for _ in range(warmup):
+                fn()
+            _sync(device)
+    finally:
+        torch.set_num_threads(previous)
+    per_round: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            timer = Timer("fn()", globals={"fn": fn}, num_threads=threads, timer=_timer(device), label=name)
+            per_round[name].append(timer.blocked_autorange(min_run_time=min_run_time).median)
+    return {name: statistics.median(times) for name, times in per_round.items()}
+
+
+def try_compile(fn: Callable[..., torch.Tensor], *example_args: object) -> tuple[Callable[..., torch.Tensor] | None, str]:
+    """``torch.compile(fn)`` and one call on ``example_args``; ``(None, reason)`` if either fails.
+
+    The first call is where compilation happens (seconds to tens of seconds on a CPU,
+    where Inductor generates and builds C++), so it stays out of any timing.
+    """
+    if not hasattr(torch, "compile"):
+        return None, f"torch {torch.__version__} has no torch.compile"
+    try:
+        compiled = torch.compile(fn, dynamic=False)
+        compiled(*example_args)
+    except Exception as err:  # no C++ compiler, no Triton, unsupported platform, …
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        return None, f"torch.compile failed: {type(err).__name__}: {first[:120]}"
+    return compiled, ""
+
+
+def _row(suite: str, device: torch.device, threads: int, size: str, variant: str, **values: object) -> dict:
+    row = dict.fromkeys(COLUMNS, _NAN)
+    row.update(suite=suite, device=str(device), threads=threads, size=size, variant=variant, baseline="", note="")
+    row.update(values)
+    return row
+
+
+def _finish(rows: list[dict], baseline: str, times: dict[str, float], nbytes: dict[str, int]) -> None:
+    """Fill ``median_ms``, ``ratio`` and ``gbps`` of measured rows from ``times`` (seconds)."""
+    base_time = times[baseline]
+    for row in rows:
+        t = times.get(row["variant"], row.get("_time", _NAN))
+        row.pop("_time", None)
+        row["baseline"] = baseline
+        if math.isnan(t):
+            continue
+        row["median_ms"] = t * 1e3
+        row["ratio"] = t / base_time
+        row["gbps"] = nbytes[row["variant"]] / t / 1e9
+
+
+def bench_sinusoidal(
+    sizes: Iterable[tuple[int, int]] = SIN_SIZES,
+    *,
+    device: torch.device | str = "cpu",
+    threads: int | None = None,
+    min_run_time: float = 0.1,
+    rounds: int = 3,
+    loop_max_cells: int = LOOP_MAX_CELLS,
+) -> list[dict]:
+    """Time the ways of building a float32 sinusoidal table, with their accuracy.
+
+    Variants per ``(max_len, d_model)``: the Python loop (timed on the CPU for tables of
+    at most ``loop_max_cells`` cells, otherwise extrapolated linearly in the number of
+    cells from the largest timed size — the ``note`` says so), the textbook float32-angle
+    code, float64 angles, ``pe_lessons.sinusoidal_table``, and the baselines
+    ``torch.sin`` and ``clone`` over a float32 tensor of the same size. ``ratio`` is
+    time / time of ``torch.sin``; ``max_abs_error`` is against the float64 table.
+    """
+    device = _device(device)
+    threads = _threads(threads)
+    sizes = [(check_int("max_len", n, minimum=1), check_d_model(d)) for n, d in sizes]
+    gen = torch.Generator().manual_seed(0)
+    rows: list[dict] = []
+    loop_per_cell: tuple[float, str] | None = None
+    for max_len, d_model in sorted(sizes, key=lambda s: s[0] * s[1]):
+        size = f"{max_len}x{d_model}"
+        cells = max_len * d_model
+        x = torch.rand(max_len, d_model, generator=gen).to(device)
+        builders: dict[str, Callable[[], torch.Tensor]] = {
+            "textbook (float32 angles)": lambda: textbook_table(max_len, d_model, device=device),
+            "float64 angles": lambda: float64_angles_table(max_len, d_model, device=device),
+            "pe_lessons sinusoidal_table": lambda: sinusoidal_table(max_len, d_model, device=device),
+        }
+        fns: dict[str, Callable[[], object]] = {}
+        loop_row = _row("sinusoidal", device, threads, size, "python loop")
+        if device.type == "cpu" and cells <= loop_max_cells:
+            fns["python loop"] = lambda: loop_table(max_len, d_model)
+        fns.update(builders)
+        fns["torch.sin (baseline)"] = lambda: torch.sin(x)
+        fns["clone"] = lambda: x.clone()
+        times = measure(fns, device=device, threads=threads, min_run_time=min_run_time, rounds=rounds)
+        exact = sinusoidal_table(max_len, d_model, dtype=torch.float64)
+        if "python loop" in times:
+            loop_per_cell = (times["python loop"] / cells, size)
+            loop_row["max_abs_error"] = (loop_table(max_len, d_model).double() - exact).abs().max().item()
+        elif device.type != "cpu":
+            loop_row["note"] = "skipped: a Python loop runs on the CPU"
+        elif loop_per_cell is not None:
+            loop_row["_time"] = loop_per_cell[0] * cells
+            loop_row["note"] = f"extrapolated from {loop_per_cell[1]}"
+        else:
+            loop_row["note"] = f"skipped: over {loop_max_cells} cells and no smaller size timed"
+        rows.append(loop_row)
+        for name, build in builders.items():
+            error = (build().cpu().double() - exact).abs().max().item()
+            rows.append(_row("sinusoidal", device, threads, size, name, max_abs_error=error))
+        rows.append(_row("sinusoidal", device, threads, size, "torch.sin (baseline)"))
+        rows.append(_row("sinusoidal", device, threads, size, "clone"))
+        nbytes = {r["variant"]: 4 * cells for r in rows[-6:]}
+        nbytes["torch.sin (baseline)"] = nbytes["clone"] = 8 * cells
+        _finish(rows[-6:], "torch.sin (baseline)", times, nbytes)
+    return rows
+
+
+def _apply_rope() -> tuple[Callable[..., torch.Tensor] | None, str]:
+    try:
+        from .rotary import apply_rope
+    except ImportError as err:
+        return None, f"skipped: pe_lessons.rotary is not available ({err})"
+    return apply_rope, ""
+
+
+def bench_rope(
+    shapes: Iterable[Sequence[int]] = ROPE_SHAPES,
+    *,
+    device: torch.device | str = "cpu",
+    threads: int | None = None,
+    compile: bool | None = None,
+    min_run_time: float = 0.1,
+    rounds: int = 3,
+) -> list[dict]:
+    """Time rotary embedding of a float32 ``x`` ``[batch, heads, seq, head_dim]`` at positions ``0 … seq-1``.
+
+    Variants: Hugging Face's eager formula with precomputed cos/sin, ``apply_rope`` in both
+    layouts, their ``torch.compile``'d versions, and the baseline ``x.clone()``. ``compile``:
+    ``None`` compiles on CUDA only (on a CPU the first compile takes tens of seconds);
+    skipped variants are rows whose ``note`` gives the reason. ``ratio`` is time / time of
+    ``clone``; ``speedup_vs_hf`` is HF eager time / time; ``max_abs_error`` is against
+    :func:`rope_reference` in float64.
+    """
+    device = _device(device)
+    threads = _threads(threads)
+    if compile is None:
+        compile = device.type == "cuda"
+    if not isinstance(compile, bool):
+        raise TypeError(f"compile must be True, False or None (auto), got {compile!r}")
+    apply_rope, missing = _apply_rope()
+    gen = torch.Generator().manual_seed(0)
+    rows: list[dict] = []
+    for shape in shapes:
+        shape = tuple(check_int("shape", s, minimum=1) for s in shape)
+        if len(shape) != 4:
+            raise ValueError(f"a rope shape is [batch, heads, seq, head_dim], got {list(shape)}")
+        check_d_model(shape[-1], "head_dim")
+        size = "x".join(map(str, shape))
+        x = torch.randn(shape, generator=gen).to(device)
+        cos, sin = hf_cos_sin(shape[-2], shape[-1], device=device)
+        eager: dict[str, tuple[Callable[..., torch.Tensor], tuple, str]] = {
+            "HF eager x*cos + rotate_half(x)*sin": (hf_rope, (x, cos, sin), "half"),
+        }
+        if apply_rope is not None:
+            eager["apply_rope interleaved"] = (lambda t: apply_rope(t, layout="interleaved"), (x,), "interleaved")
+            eager["apply_rope half"] = (lambda t: apply_rope(t, layout="half"), (x,), "half")
+        variants = dict(eager)
+        notes: dict[str, str] = {}
+        if apply_rope is None:
+            notes["apply_rope interleaved"] = notes["apply_rope half"] = missing
+        for fn, args, _ in eager.values():
+            fn(*args)  # eager warm-up: apply_rope's cached tables grow here, not inside a compiled graph
+        for name, (fn, args, layout) in eager.items():
+            cname = f"compiled {name}"
+            if not compile:
+                notes[cname] = ("skipped: compile off (on a CPU the first torch.compile takes tens of seconds; "
+                                "pass --compile on)")
+                continue
+            compiled, reason = try_compile(fn, *args)
+            if compiled is None:
+                notes[cname] = "skipped: " + reason
+            else:
+                variants[cname] = (compiled, args, layout)
+        if apply_rope is None:
+            for name in ("compiled apply_rope interleaved", "compiled apply_rope half"):
+                notes[name] = missing
+        fns = {name: (lambda fn=fn, args=args: fn(*args)) for name, (fn, args, _) in variants.items()}
+        fns["clone"] = lambda: x.clone()
+        times = measure(fns, device=device, threads=threads, min_run_time=min_run_time, rounds=rounds)
+        block: list[dict] = []
+        order = ["HF eager x*cos + rotate_half(x)*sin", "apply_rope interleaved", "apply_rope half"]
+        order += [f"compiled {n}" for n in order] + ["clone"]
+        for name in order:
+            row = _row("rope", device, threads, size, name, note=notes.get(name, ""))
+            if name in variants:
+                fn, args, layout = variants[name]
+                row["max_abs_error"] = (fn(*args).cpu().double() - rope_reference(x.cpu(), layout)).abs().max().item()
+            block.append(row)
+        nbytes = dict.fromkeys(order, 2 * x.numel() * x.element_size())
+        _finish(block, "clone", times, nbytes)
+        hf_time = times["HF eager x*cos + rotate_half(x)*sin"]
+        for row in block:
+            if row["variant"] in times:
+                row["speedup_vs_hf"] = hf_time / times[row["variant"]]
+        rows.extend(block)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Targets and printing
+# ---------------------------------------------------------------------------------------------
+
+
+def check_targets(rows: Sequence[dict], size_sin: str = "65536x64", size_rope: str = "4x8x1024x64") -> list[dict]:
+    """The issue's CPU targets against measured rows: one dict per target with ``measured``, ``limit``, ``met``.
+
+    ``met`` is ``None`` when the row is missing or was skipped (nothing to judge).
+    """
+    out = []
+    for suite, variant, key, limit, text in TARGETS:
+        size = size_sin if suite == "sinusoidal" else size_rope
+        match = [r for r in rows if r["suite"] == suite and r["variant"] == variant and r["size"] == size]
+        value = match[0][key] if match else _NAN
+        if value is None or math.isnan(value):
+            met = None
+        else:
+            met = value >= limit if key == "speedup_vs_hf" else value <= limit
+        out.append({"target": text, "size": size, "measured": value, "limit": limit, "met": met})
+    return out
+
+
+def _fmt(value: object, kind: str) -> str:
+    if isinstance(value, float) and math.isnan(value):
+        return "—"
+    if kind == "ms":
+        return f"{value:.4g}"
+    if kind == "x":
+        return f"{value:.2f}×"
+    if kind == "gbps":
+        return f"{value:.1f}"
+    if kind == "err":
+        return f"{value:.1e}"
+    return str(value)
+
+
+def format_table(rows: Sequence[dict]) -> str:
+    """Rows as an aligned text table (one block per suite, device and size)."""
+    headers = ["size", "variant", "median ms", "ratio", "GB/s", "vs HF", "max abs err", "note"]
+    kinds = ["s", "s", "ms", "x", "gbps", "x", "err", "s"]
+    keys = ["size", "variant", "median_ms", "ratio", "gbps", "speedup_vs_hf", "max_abs_error", "note"]
+    lines: list[str] = []
+    groups: dict[tuple, list[dict]] = {}
+    for row in rows:
+        groups.setdefault((row["suite"], row["device"], row["threads"]), []).append(row)
+    for (suite, device, threads), block in groups.items():
+        base = block[0]["baseline"]
+        cells = [[_fmt(r[k], kind) for k, kind in zip(keys, kinds)] for r in block]
+        widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(headers)]
+        lines.append(f"\n{suite} on {device}, {threads} thread(s); ratio = time / {base}")
+        lines.append("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
+        lines.append("  ".join("-" * w for w in widths))
+        lines += ["  ".join(c.ljust(w) for c, w in zip(cell, widths)).rstrip() for cell in cells]
+    return "\n".join(lines)
+
+
+def _load() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return None
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
+def keep_freed_memory() -> bool:
+    """Ask glibc's allocator to keep freed memory instead of returning it to the OS.
+
+    By default glibc gives large freed blocks back to the kernel, so an eager formula
+    that allocates several fresh intermediates per call (HF's RoPE: four of ``x``'s size)
+    pays page faults on every call, on top of its memory traffic. A GPU's caching
+    allocator never does this. Keeping freed memory (``mallopt``: trim threshold 1 GiB,
+    mmap threshold 32 MiB) removes that cost for the rest of the process. Returns
+    ``False`` where the C library is not glibc.
+    """
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    return bool(mallopt(m_trim_threshold, 1 << 30)) and bool(mallopt(m_mmap_threshold, 32 << 20))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pe_lessons.bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", choices=["cpu", "cuda", "all"], default="all",
+                        help="where to run: cpu, cuda, or all (the CPU, then the GPU when one is present; default)")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads for every timing (default: torch's current count)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, one short round: a smoke run, not figures")
+    parser.add_argument("--compile", choices=["auto", "on", "off"], default="auto",
+                        help="torch.compile'd RoPE variants: auto = on CUDA only (default), on, off")
+    parser.add_argument("--rounds", type=int, default=None, help="interleaved timing rounds (default 3; 1 with --quick)")
+    parser.add_argument("--keep-memory", action="store_true",
+                        help="CPU: keep freed memory in the process (glibc mallopt), so eager formulas pay no page "
+                             "faults for fresh intermediates (as with a GPU's caching allocator)")
+    args = parser.parse_args(argv)
+    if args.threads is not None and args.threads < 1:
+        parser.error("--threads must be >= 1")
+    devices = ["cpu"] if args.device == "cpu" else []
+    if args.device in ("cuda", "all"):
+        if torch.cuda.is_available():
+            devices.append("cuda")
+        elif args.device == "cuda":
+            parser.error("--device cuda: no CUDA GPU is available here")
+    if args.device == "all":
+        devices.insert(0, "cpu")
+    compile_flag = {"auto": None, "on": True, "off": False}[args.compile]
+    sin_sizes, rope_shapes = (SIN_SIZES_QUICK, ROPE_SHAPES_QUICK) if args.quick else (SIN_SIZES, ROPE_SHAPES)
+    timing = dict(min_run_time=0.02, rounds=1) if args.quick else dict(min_run_time=0.1, rounds=3)
+    if args.rounds is not None:
+        if args.rounds < 1:
+            parser.error("--rounds must be >= 1")
+        timing["rounds"] = args.rounds
+    start = time.perf_counter()
+    print(f"torch {torch.__version__}; CPU: {cpu_name()}, {torch.get_num_threads()} threads available")
+    if args.keep_memory:
+        kept = keep_freed_memory()
+        print("allocator: freed memory kept in the process (--keep-memory)" if kept
+              else "allocator: --keep-memory needs glibc; not applied")
+    else:
+        print("allocator: default (glibc returns large freed blocks to the OS; see --keep-memory)")
+    load = _load()
+    if load is not None and load > (os.cpu_count() or 1):
+        print(f"warning: the machine is busy (load average {load:.1f} on {os.cpu_count()} cores): timings are unreliable")
+    if torch.cuda.is_available():
+        print(f"GPU: {torch.cuda.get_device_name()}")
+    elif args.device == "all":
+        print("GPU: none (CUDA not available) — the GPU part is skipped")
+    rows: list[dict] = []
+    for device in devices:
+        rows += bench_sinusoidal(sin_sizes, device=device, threads=args.threads, **timing)
+        rows += bench_rope(rope_shapes, device=device, threads=args.threads, compile=compile_flag, **timing)
+    print(format_table(rows))
+    if not args.quick and "cpu" in devices:
+        print("\nIssue targets (CPU, large sizes):")
+        for t in check_targets([r for r in rows if r["device"] == "cpu"]):
+            verdict = {True: "met", False: "NOT met", None: "not measured"}[t["met"]]
+            print(f"  {t['target']:<52} measured {_fmt(t['measured'], 'err' if 'error' in t['target'] else 'x'):>8}  {verdict}")
+    load_end = _load()
+    print(f"\ntotal {time.perf_counter() - start:.1f} s" + (f"; load average {load:.1f} at start, {load_end:.1f} at end" if load is not None and load_end is not None else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

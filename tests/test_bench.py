@@ -1,0 +1,177 @@
+"""Smoke tests of pe_lessons.bench at tiny sizes: shape of the results, not speed (no timed assertions)."""
+
+import math
+
+import pytest
+import torch
+
+from pe_lessons import bench
+from pe_lessons.sinusoidal import sinusoidal_table
+
+FAST = dict(min_run_time=1e-3, rounds=1)
+
+
+def measured(row):
+    return not math.isnan(row["median_ms"])
+
+
+def test_reference_implementations_agree_with_the_exact_table():
+    exact = sinusoidal_table(50, 8, dtype=torch.float64)
+    for table in (bench.loop_table(50, 8), bench.textbook_table(50, 8), bench.float64_angles_table(50, 8)):
+        assert table.dtype == torch.float32 and table.shape == (50, 8)
+        assert (table.double() - exact).abs().max() < 1e-5
+
+
+def test_hf_formula_matches_the_float64_rotation_in_half_layout():
+    x = torch.randn(2, 3, 17, 8, generator=torch.Generator().manual_seed(1))
+    cos, sin = bench.hf_cos_sin(17, 8)
+    assert cos.shape == sin.shape == (17, 8)
+    torch.testing.assert_close(bench.hf_rope(x, cos, sin).double(), bench.rope_reference(x, "half"), rtol=0, atol=1e-5)
+    assert torch.equal(bench.rotate_half(torch.tensor([1.0, 2.0, 3.0, 4.0])), torch.tensor([-3.0, -4.0, 1.0, 2.0]))
+
+
+def test_interleaved_and_half_reference_are_a_permutation_of_each_other():
+    x = torch.randn(5, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    perm = torch.tensor([0, 2, 4, 6, 1, 3, 5, 7])
+    torch.testing.assert_close(bench.rope_reference(x[..., perm], "half"), bench.rope_reference(x, "interleaved")[..., perm])
+
+
+def test_bench_sinusoidal_rows_columns_and_ratios():
+    rows = bench.bench_sinusoidal([(8, 4), (32, 8)], loop_max_cells=32, **FAST)
+    assert len(rows) == 12
+    assert all(tuple(r) == bench.COLUMNS for r in rows)
+    assert all(r["ratio"] > 0 and r["gbps"] > 0 and r["median_ms"] > 0 for r in rows if measured(r))
+    sizes = [r["size"] for r in rows]
+    assert sizes == ["8x4"] * 6 + ["32x8"] * 6
+    base = [r for r in rows if r["variant"] == "torch.sin (baseline)"]
+    assert all(r["ratio"] == 1.0 and r["baseline"] == "torch.sin (baseline)" for r in base)
+    loops = [r for r in rows if r["variant"] == "python loop"]
+    assert loops[0]["note"] == "" and loops[1]["note"] == "extrapolated from 8x4" and measured(loops[1])
+    ours = [r for r in rows if r["variant"] == "pe_lessons sinusoidal_table"]
+    assert all(r["max_abs_error"] <= 5e-7 for r in ours)
+
+
+def test_bench_rope_rows_and_compile_off_skips_with_a_reason():
+    rows = bench.bench_rope([(1, 1, 4, 8)], compile=False, **FAST)
+    variants = [r["variant"] for r in rows]
+    assert len(rows) == 7 and variants[0].startswith("HF eager") and variants[-1] == "clone"
+    assert all(tuple(r) == bench.COLUMNS for r in rows)
+    for row in rows:
+        if measured(row):
+            assert row["ratio"] > 0 and row["speedup_vs_hf"] > 0 and row["note"] == ""
+        else:
+            assert row["note"].startswith("skipped: ")
+    compiled = [r for r in rows if r["variant"].startswith("compiled")]
+    assert len(compiled) == 3 and not any(measured(r) for r in compiled)
+    assert rows[0]["max_abs_error"] < 1e-5 and rows[-1]["ratio"] == 1.0
+
+
+def test_compile_failure_is_a_skipped_row_not_an_error(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("no compiler here\nsecond line")
+
+    monkeypatch.setattr(torch, "compile", broken)
+    fn, reason = bench.try_compile(bench.hf_rope, torch.ones(1, 4), torch.ones(1, 4), torch.ones(1, 4))
+    assert fn is None and reason == "torch.compile failed: RuntimeError: no compiler here"
+    rows = bench.bench_rope([(1, 1, 4, 8)], compile=True, **FAST)
+    hf = next(r for r in rows if r["variant"] == "compiled HF eager x*cos + rotate_half(x)*sin")
+    assert not measured(hf) and hf["note"] == "skipped: torch.compile failed: RuntimeError: no compiler here"
+
+
+def test_check_targets_and_format_table():
+    rows = bench.bench_sinusoidal([(16, 4)], **FAST) + bench.bench_rope([(1, 1, 4, 8)], compile=False, **FAST)
+    targets = bench.check_targets(rows, size_sin="16x4", size_rope="1x1x4x8")
+    assert len(targets) == len(bench.TARGETS)
+    error = next(t for t in targets if "error" in t["target"])
+    assert error["met"] is True  # accuracy is deterministic; speed verdicts are not asserted
+    assert all(t["met"] in (True, False, None) for t in targets)
+    assert all(t["met"] is None for t in bench.check_targets(rows, size_sin="1x2", size_rope="1x1x1x2"))
+    text = bench.format_table(rows)
+    assert "pe_lessons sinusoidal_table" in text and "HF eager" in text and "ratio = time / clone" in text
+
+
+def test_main_quick_runs_and_prints(capsys):
+    assert bench.main(["--quick", "--device", "cpu", "--compile", "off", "--keep-memory"]) == 0
+    out = capsys.readouterr().out
+    assert "sinusoidal on cpu" in out and "rope on cpu" in out and "total" in out and "allocator:" in out
+    assert isinstance(bench.keep_freed_memory(), bool)
+
+
+@pytest.mark.parametrize(
+    "call, error",
+    [
+        (lambda: bench.measure({"f": lambda: None}, rounds=0), ValueError),
+        (lambda: bench.measure({"f": lambda: None}, min_run_time=0), ValueError),
+        (lambda: bench.measure({"f": lambda: None}, threads=0), ValueError),
+        (lambda: bench.bench_rope([(1, 4, 8)], **FAST), ValueError),
+        (lambda: bench.bench_rope([(1, 1, 4, 7)], **FAST), ValueError),
+        (lambda: bench.bench_rope([(1, 1, 4, 8)], compile="yes", **FAST), TypeError),
+        (lambda: bench.bench_sinusoidal([(0, 4)], **FAST), ValueError),
+        (lambda: bench.bench_sinusoidal([(4, 3)], **FAST), ValueError),
+        (lambda: bench.rope_reference(torch.ones(2, 4), "rotated"), ValueError),
+        (lambda: bench.rope_reference(torch.ones(2, 4, dtype=torch.int64)), TypeError),
+        (lambda: bench.measure({"f": lambda: None}, device=3), TypeError),
+    ],
+)
+def test_bad_arguments_are_named(call, error):
+    with pytest.raises(error):
+        call()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message when no GPU is present")
+def test_cuda_without_a_gpu_is_a_clear_error():
+    with pytest.raises(ValueError, match="no CUDA GPU"):
+        bench.bench_sinusoidal([(4, 4)], device="cuda", **FAST)
+
+
+def test_trace_ops_counts_the_five_kernels_and_ten_n_elements_of_the_eager_formula():
+    x = torch.randn(2, 3, 16, 8)
+    cos, sin = bench.hf_cos_sin(16, 8)
+    ops = bench.trace_ops(bench.hf_rope, x, cos, sin)
+    assert [o["op"] for o in ops if o["kernel"]] == ["mul", "neg", "cat", "mul", "add"]
+    assert [o["op"] for o in ops if not o["kernel"]] == ["chunk"]
+    n, t = x.numel(), cos.numel()
+    assert sum(o["read_bytes"] + o["write_bytes"] for o in ops) == 4 * (10 * n + 2 * t)
+
+
+def test_trace_ops_sees_out_in_place_setitem_and_allocations():
+    x, y = torch.ones(4, 6), torch.ones(4, 6)
+    out = torch.empty(4, 6)
+
+    def fn(a, b):
+        buf = torch.empty_like(a)
+        torch.mul(a, b, out=out)
+        out.add_(a)
+        buf[:, :3] = a[:, :3]
+        return a.view(-1)
+
+    ops = {o["op"]: o for o in bench.trace_ops(fn, x, y)}
+    assert not ops["empty_like"]["kernel"] and not ops["view"]["kernel"]
+    assert ops["mul"]["kernel"] and ops["mul"]["read_bytes"] == 2 * 96 and ops["mul"]["write_bytes"] == 96
+    assert ops["add_"]["kernel"] and ops["add_"]["read_bytes"] == 2 * 96 and ops["add_"]["write_bytes"] == 96
+    assert ops["setitem"]["kernel"] and ops["setitem"]["write_bytes"] == 48
+    with pytest.raises(TypeError):
+        bench.trace_ops(3)
+
+
+def test_nb08_checkers_accept_the_answer_and_name_the_likely_mistake():
+    from pe_lessons.exercises import nb08
+
+    n = 8 * 512 * 768
+    assert not nb08.check_bytes_moved(None).ok and "Not answered" in nb08.check_bytes_moved(None).message
+    assert nb08.check_bytes_moved(4 * (2 * n + 768)).ok
+    assert "elements" in nb08.check_bytes_moved(2 * n + 768).message
+    assert "one direction" in nb08.check_bytes_moved(4 * n).message
+    assert "broadcast" in nb08.check_bytes_moved(12 * n).message
+    assert "bits" in nb08.check_bytes_moved(32 * (2 * n + 768)).message
+    assert "number" in nb08.check_bytes_moved("a lot").message
+    q = 32 * 4096 * 128
+    fused, eager = 2 * q * 2 / 2e12 * 1e6, 10 * q * 2 / 2e12 * 1e6
+    assert nb08.check_predicted_time(fused).ok and nb08.check_predicted_time(eager, kernel="eager").ok
+    assert "eager" in nb08.check_predicted_time(eager).message
+    assert "fused" in nb08.check_predicted_time(fused, kernel="eager").message
+    assert "2 bytes" in nb08.check_predicted_time(2 * fused).message or "bfloat16" in nb08.check_predicted_time(2 * fused).message
+    assert "unit" in nb08.check_predicted_time(fused / 1e6).message
+    assert not nb08.check_predicted_time(None).ok
+    with pytest.raises(ValueError):
+        nb08.check_predicted_time(1.0, kernel="slow")

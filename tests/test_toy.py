@@ -189,3 +189,46 @@ def test_learned_model_beyond_its_table_error_or_untrained_rows():
 def test_bad_input_raises_clear_errors(call, error, words):
     with pytest.raises(error, match=words):
         call()
+
+
+def test_written_out_adamw_matches_torch_adamw_with_the_linear_schedule():
+    from pe_lessons.toy import _AdamW
+
+    task = make_task("order")
+    ours, ref = make_model(task, "learned", max_len=8, seed=0), make_model(task, "learned", max_len=8, seed=0)
+    steps, lr = 12, 5e-3
+    torch_opt = torch.optim.AdamW(ref.parameters(), lr=lr)
+    schedule = torch.optim.lr_scheduler.LambdaLR(torch_opt, lambda done: 1.0 - done / steps)
+    our_opt = _AdamW(ours.parameters())
+    g = torch.Generator().manual_seed(0)
+    for step in range(1, steps + 1):
+        tokens, labels = task.sample(8, 6, g)
+        for model in (ours, ref):
+            torch.nn.functional.cross_entropy(model(tokens), labels).backward()
+        our_opt.step(lr * (1.0 - (step - 1) / steps))
+        our_opt.zero_grad()
+        torch_opt.step()
+        schedule.step()
+        torch_opt.zero_grad()
+    for (name, p), q in zip(ours.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7, msg=name)
+    # a parameter without a gradient is left alone (weight decay included), as torch does
+    frozen = torch.nn.Parameter(torch.ones(3))
+    _AdamW([frozen]).step(0.1)
+    assert torch.equal(frozen, torch.ones(3))
+
+
+def test_training_does_not_import_torch_dynamo():
+    # building a torch.optim optimizer imports torch._dynamo (~1.5 s of CPU), the reason train
+    # writes AdamW out; a fresh interpreter shows whether that import came back
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from pe_lessons.toy import make_model, make_task, train\n"
+        "task = make_task('order')\n"
+        "train(make_model(task, 'learned', max_len=8), task, seq_len=6, steps=2)\n"
+        "assert 'torch._dynamo' not in sys.modules, 'torch._dynamo was imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

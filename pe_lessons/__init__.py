@@ -6,12 +6,14 @@ One module per idea; the notebooks import from here and the tests check it.
 - ``variants``: correct conventions and the bugs found in the wild, and ``diagnose``
 - ``offsets``: the linear-offset property (rotation matrices, similarity, table by rotation)
 - ``learned``: a trainable position table; ``toy``: a tiny Transformer with pluggable positions
+- ``rotary``: rotary position embeddings (RoPE), both layouts
 - ``plots`` / ``widgets``: Altair charts and ipywidgets explorers (imported on demand)
 - ``exercises``: one checker per exercise
 """
 
 from .learned import LearnedPositionalEmbedding
 from .offsets import best_linear_map, offset_matrix, relative_similarity, table_by_rotation
+from .rotary import RotaryEmbedding, apply_rope, rope_frequencies, to_half_layout, to_interleaved_layout
 from .sinusoidal import (
     SinusoidalPositionalEncoding,
     inverse_frequencies,
@@ -37,4 +39,9 @@ __all__ = [
     "offset_matrix",
     "relative_similarity",
     "table_by_rotation",
+    "RotaryEmbedding",
+    "apply_rope",
+    "rope_frequencies",
+    "to_half_layout",
+    "to_interleaved_layout",
 ]

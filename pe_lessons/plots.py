@@ -186,7 +186,57 @@ def offset_curve(
         )
         .properties(width=width, height=height)
     )
+
+
 __all__ += ["offset_curve"]
+
+
+def decay_chart(
+    distance: torch.Tensor,
+    curves: dict[str, torch.Tensor],
+    *,
+    title: str = "Bound against relative distance",
+    x_title: str = "relative distance m − n",
+    y_title: str = "value",
+    log_x: bool = True,
+    width: int = 480,
+    height: int = 240,
+) -> alt.Chart:
+    """Lines of values against a positive distance axis (log scale by default), one per entry of ``curves``.
+
+    ``curves`` maps a line name to a 1-D tensor with one value per entry of ``distance``
+    (use ``nan`` where a line has no value; those points are dropped).
+    """
+    distance = check_tensor("distance", distance).detach().to("cpu", torch.float64).reshape(-1)
+    if not isinstance(curves, dict) or not curves:
+        raise TypeError("curves must be a non-empty dict {name: 1-D tensor, one value per distance}")
+    if log_x and bool((distance <= 0).any()):
+        raise ValueError("a log axis needs distances > 0; pass log_x=False or drop distance 0")
+    frames = []
+    for name, values in curves.items():
+        values = check_tensor(f"curves[{name!r}]", values).detach().to("cpu", torch.float64).reshape(-1)
+        if values.numel() != distance.numel():
+            raise ValueError(f"curves[{name!r}] has {values.numel()} values for {distance.numel()} distances")
+        frame = pd.DataFrame({"distance": distance.numpy(), "value": values.numpy().round(DECIMALS), "line": name})
+        frames.append(frame.dropna())
+    frame = pd.concat(frames, ignore_index=True)
+    if len(frame) > MAX_ROWS:
+        raise ValueError(f"{len(frame)} points exceed {MAX_ROWS} chart rows; use fewer distances or lines")
+    scale = alt.Scale(type="log") if log_x else alt.Scale()
+    return (
+        alt.Chart(frame, title=title)
+        .mark_line()
+        .encode(
+            x=alt.X("distance:Q", title=x_title, scale=scale),
+            y=alt.Y("value:Q", title=y_title),
+            color=alt.Color("line:N", title="", sort=list(curves)),
+            tooltip=["line", "distance", "value"],
+        )
+        .properties(width=width, height=height)
+    )
+
+
+__all__ += ["decay_chart"]
 
 
 def training_curves(

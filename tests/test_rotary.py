@@ -1,0 +1,398 @@
+"""pe_lessons.rotary against two independent formulations (rotate_half and complex multiply), its properties, and bad input."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pe_lessons.rotary import (
+    LAYOUTS,
+    RotaryEmbedding,
+    apply_rope,
+    rope_frequencies,
+    to_half_layout,
+    to_interleaved_layout,
+)
+
+head_dims = st.integers(1, 40).map(lambda h: 2 * h)
+bases = st.sampled_from([2.0, 100.0, 10000.0, 500000.0]) | st.floats(1.5, 1e6)
+starts = st.sampled_from([0, 1, 255, 257, 4095, 65536, 10**6, 2**31 + 5]) | st.integers(0, 10**7)
+
+
+def thetas(head_dim, base):
+    """θ_i = base^(-2i/head_dim), written with Python's pow (not exp/log as in the package)."""
+    return torch.tensor([base ** (-2 * i / head_dim) for i in range(head_dim // 2)], dtype=torch.float64)
+
+
+def angles(positions, head_dim, base):
+    return torch.as_tensor(positions, dtype=torch.float64)[:, None] * thetas(head_dim, base)[None, :]
+
+
+def ref_rotate_half(x, positions, base=10000.0):
+    """Hugging Face style, float64: x·cos + rotate_half(x)·sin on the half layout."""
+    x = x.double()
+    h = x.shape[-1] // 2
+    a = angles(positions, x.shape[-1], base)
+    cos, sin = torch.cat((a.cos(), a.cos()), -1), torch.cat((a.sin(), a.sin()), -1)
+    rotated = torch.cat((-x[..., h:], x[..., :h]), -1)  # rotate_half: [-x2, x1]
+    return x * cos + rotated * sin
+
+
+def ref_complex(x, positions, base=10000.0):
+    """Meta llama style, complex128: pairs (2i, 2i+1) as complex numbers times e^{i·m·θ}."""
+    x = x.double()
+    z = torch.view_as_complex(x.reshape(*x.shape[:-1], x.shape[-1] // 2, 2).contiguous())
+    a = angles(positions, x.shape[-1], base)
+    return torch.view_as_real(z * torch.polar(torch.ones_like(a), a)).reshape(x.shape)
+
+
+def perm(head_dim):
+    """P = [0, 2, …, d-2, 1, 3, …, d-1] written out by hand."""
+    return list(range(0, head_dim, 2)) + list(range(1, head_dim, 2))
+
+
+def random_positions(draw_seq, start, kind, gen):
+    if kind == "offset":
+        return torch.arange(start, start + draw_seq)
+    return torch.randint(0, max(start, 1) + 1000, (draw_seq,), generator=gen)
+
+
+# --------------------------------------------------------------------------- values
+
+
+def test_rope_frequencies():
+    theta = rope_frequencies(8)
+    assert theta.dtype == torch.float64 and theta.shape == (4,)
+    torch.testing.assert_close(theta, torch.tensor([1.0, 0.1, 0.01, 0.001], dtype=torch.float64), rtol=1e-15, atol=0)
+    torch.testing.assert_close(rope_frequencies(64, 500000.0), thetas(64, 500000.0), rtol=1e-14, atol=0)
+    assert rope_frequencies(6, dtype=torch.float32).dtype == torch.float32
+
+
+@given(
+    head_dim=head_dims,
+    seq=st.integers(1, 24),
+    base=bases,
+    start=starts,
+    kind=st.sampled_from(["default", "offset", "random"]),
+    seed=st.integers(0, 2**16),
+)
+def test_float32_matches_both_independent_formulations(head_dim, seq, base, start, kind, seed):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(2, 3, seq, head_dim, generator=gen)
+    positions = None if kind == "default" else random_positions(seq, start, kind, gen)
+    pos = torch.arange(seq) if positions is None else positions
+    P = perm(head_dim)
+    got_i = apply_rope(x, positions, base=base)
+    got_h = apply_rope(x, positions, base=base, layout="half")
+    assert got_i.dtype == got_h.dtype == torch.float32 and got_i.shape == got_h.shape == x.shape
+    # interleaved vs complex multiply on pairs (2i, 2i+1)
+    assert (got_i.double() - ref_complex(x, pos, base)).abs().max() <= 1e-5
+    # half vs rotate_half on pairs (i, i + d/2)
+    assert (got_h.double() - ref_rotate_half(x, pos, base)).abs().max() <= 1e-5
+    # and across: interleaved, permuted, is rotate_half of the permuted input
+    assert (got_i[..., P].double() - ref_rotate_half(x[..., P], pos, base)).abs().max() <= 1e-5
+
+
+@given(head_dim=head_dims, seq=st.integers(1, 16), base=bases, start=starts)
+def test_float64_matches_to_angle_rounding(head_dim, seq, base, start):
+    x = torch.randn(3, seq, head_dim, dtype=torch.float64)
+    pos = torch.arange(start, start + seq)
+    # both sides compute m·θ in float64; they differ by the rounding of θ and of m·θ (≤ m·1e-16)
+    tol = 1e-12 + 4 * (start + seq) * 2**-52 * 8
+    assert (apply_rope(x, pos, base=base) - ref_complex(x, pos, base)).abs().max() <= tol
+    assert (apply_rope(x, pos, base=base, layout="half") - ref_rotate_half(x, pos, base)).abs().max() <= tol
+
+
+def test_large_positions_stay_accurate_in_float32():
+    x = torch.randn(4, 64, generator=torch.Generator().manual_seed(0))
+    for start in (2**20, 10**6, 10**9):
+        pos = torch.arange(start, start + 4)
+        assert (apply_rope(x, pos).double() - ref_complex(x, pos)).abs().max() <= 1e-5
+        assert (apply_rope(x, pos, layout="half").double() - ref_rotate_half(x, pos)).abs().max() <= 1e-5
+    # the float32-angle formula is visibly off there
+    pos = torch.arange(10**6, 10**6 + 4)
+    a32 = pos.float()[:, None] * thetas(64, 10000.0).float()
+    assert (a32.cos().double() - angles(pos, 64, 10000.0).cos()).abs().max() > 1e-2
+
+
+def test_positions_default_list_and_cached_decoding_agree():
+    x = torch.randn(2, 4, 50, 16, generator=torch.Generator().manual_seed(1))
+    for layout in LAYOUTS:
+        full = apply_rope(x, layout=layout)
+        torch.testing.assert_close(apply_rope(x, torch.arange(50), layout=layout), full, rtol=0, atol=0)
+        torch.testing.assert_close(apply_rope(x, list(range(50)), layout=layout), full, rtol=0, atol=0)
+        # decoding one token at a time with a position offset gives the same rows
+        for t in (0, 1, 37, 49):
+            torch.testing.assert_close(apply_rope(x[..., t : t + 1, :], [t], layout=layout), full[..., t : t + 1, :])
+        # int32 positions work too
+        torch.testing.assert_close(apply_rope(x, torch.arange(50, dtype=torch.int32), layout=layout), full, rtol=0, atol=0)
+
+
+def test_negative_positions_rotate_backwards():
+    x = torch.randn(3, 10, 8, dtype=torch.float64)
+    pos = torch.arange(100, 110)
+    for layout in LAYOUTS:
+        back = apply_rope(apply_rope(x, pos, layout=layout), -pos, layout=layout)
+        torch.testing.assert_close(back, x, rtol=0, atol=1e-12)
+    torch.testing.assert_close(apply_rope(x, -pos), ref_complex(x, -pos), rtol=0, atol=1e-12)
+
+
+def test_non_contiguous_input_and_input_left_untouched():
+    base = torch.randn(10, 3, 32)
+    x = base.transpose(0, 1)  # [3, 10, 32], not contiguous
+    before = base.clone()
+    for layout in LAYOUTS:
+        torch.testing.assert_close(apply_rope(x, layout=layout), apply_rope(x.contiguous(), layout=layout))
+        sliced = torch.randn(3, 10, 34)[..., 1:33]  # odd storage offset: no complex view possible
+        torch.testing.assert_close(apply_rope(sliced, layout=layout), apply_rope(sliced.contiguous(), layout=layout))
+    assert torch.equal(base, before)
+
+
+def test_empty_inputs():
+    assert apply_rope(torch.randn(0, 5, 8)).shape == (0, 5, 8)
+    assert apply_rope(torch.randn(2, 0, 8), [], layout="half").shape == (2, 0, 8)
+
+
+# --------------------------------------------------------------------------- properties
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_relative_property_score_depends_only_on_offset(layout):
+    gen = torch.Generator().manual_seed(2)
+    d = 32
+    q, k = torch.randn(d, generator=gen, dtype=torch.float64), torch.randn(d, generator=gen, dtype=torch.float64)
+    m = torch.randint(0, 5000, (400,), generator=gen)
+    n = torch.randint(0, 5000, (400,), generator=gen)
+    qm = apply_rope(q.expand(400, d), m, layout=layout)
+    kn = apply_rope(k.expand(400, d), n, layout=layout)
+    scores = (qm * kn).sum(-1)
+    # same offset m - n, at position 0: <R_{m-n} q, k> (negative offsets included)
+    shifted = (apply_rope(q.expand(400, d), m - n, layout=layout) * k).sum(-1)
+    torch.testing.assert_close(scores, shifted, rtol=0, atol=1e-9)
+    # and the rotation keeps norms
+    torch.testing.assert_close(qm.norm(dim=-1), q.norm().expand(400), rtol=0, atol=1e-12)
+
+
+def test_relative_property_in_float32_over_a_grid():
+    gen = torch.Generator().manual_seed(3)
+    q, k = torch.randn(1, 64, generator=gen), torch.randn(1, 64, generator=gen)
+    qs = apply_rope(q.expand(200, 64).contiguous(), torch.arange(200))
+    ks = apply_rope(k.expand(200, 64).contiguous(), torch.arange(200))
+    scores = (qs @ ks.T).double()  # [m, n]
+    for offset in (-150, -7, 0, 1, 99):
+        diag = torch.diagonal(scores, offset=-offset)  # entries with m - n = offset
+        assert diag.numel() >= 50 and (diag - diag[0]).abs().max() <= 1e-4
+
+
+@given(head_dim=head_dims, seq=st.integers(1, 12), start=starts)
+def test_layout_permutation(head_dim, seq, start):
+    x = torch.randn(2, seq, head_dim, dtype=torch.float64)
+    pos = torch.arange(start, start + seq)
+    P = perm(head_dim)
+    assert torch.equal(to_half_layout(x), x[..., P])
+    assert torch.equal(to_interleaved_layout(to_half_layout(x)), x)
+    assert torch.equal(to_half_layout(to_interleaved_layout(x)), x)
+    # rope_half(x[..., P]) == rope_interleaved(x)[..., P]
+    torch.testing.assert_close(apply_rope(x[..., P], pos, layout="half"), apply_rope(x, pos)[..., P], rtol=0, atol=1e-12)
+
+
+def test_permuting_q_and_k_keeps_every_score_and_mixing_layouts_does_not():
+    gen = torch.Generator().manual_seed(4)
+    q, k = torch.randn(2, 4, 30, 16, generator=gen), torch.randn(2, 4, 30, 16, generator=gen)
+    P = perm(16)
+    scores = apply_rope(q) @ apply_rope(k).transpose(-1, -2)
+    torch.testing.assert_close((q[..., P] @ k[..., P].transpose(-1, -2)), q @ k.transpose(-1, -2))
+    fixed = apply_rope(to_half_layout(q), layout="half") @ apply_rope(to_half_layout(k), layout="half").transpose(-1, -2)
+    torch.testing.assert_close(fixed, scores, rtol=1e-5, atol=1e-5)
+    mixed = apply_rope(q, layout="half") @ apply_rope(k, layout="half").transpose(-1, -2)  # weights in the wrong layout
+    assert (mixed - scores).abs().max() > 0.5
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_low_precision_input_is_float32_result_rounded_once(dtype, layout):
+    x = torch.randn(2, 3, 40, 64, generator=torch.Generator().manual_seed(5)).to(dtype)
+    for pos in (None, torch.arange(70000, 70040)):
+        out = apply_rope(x, pos, layout=layout)
+        assert out.dtype == dtype and out.shape == x.shape
+        assert torch.equal(out, apply_rope(x.float(), pos, layout=layout).to(dtype))
+    # positions held in bf16 collide above 256: the bug apply_rope avoids by refusing float positions
+    assert torch.arange(300, dtype=torch.bfloat16).unique().numel() < 300
+    with pytest.raises(TypeError, match="integers"):
+        apply_rope(x, torch.arange(40, dtype=dtype))
+
+
+def test_float64_input_is_rotated_in_float64():
+    x = torch.randn(5, 8, dtype=torch.float64)
+    pos = torch.arange(10**6, 10**6 + 5)
+    out = apply_rope(x, pos)
+    assert out.dtype == torch.float64
+    assert (out - ref_complex(x, pos)).abs().max() <= 1e-9
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_gradient_is_the_inverse_rotation(layout):
+    x = torch.randn(2, 6, 8, dtype=torch.float64, requires_grad=True)
+    pos = torch.arange(3, 9)
+    assert torch.autograd.gradcheck(lambda t: apply_rope(t, pos, layout=layout), (x,))
+    assert torch.autograd.gradgradcheck(lambda t: apply_rope(t, pos, layout=layout), (x,))
+    g = torch.randn(2, 6, 8, dtype=torch.float64)
+    (grad,) = torch.autograd.grad(apply_rope(x, pos, layout=layout), x, g)
+    torch.testing.assert_close(grad, apply_rope(g, -pos, layout=layout))
+    # low precision: the gradient has the input's dtype
+    xh = torch.randn(6, 8, dtype=torch.bfloat16, requires_grad=True)
+    apply_rope(xh, layout=layout).sum().backward()
+    assert xh.grad is not None and xh.grad.dtype == torch.bfloat16
+
+
+# --------------------------------------------------------------------------- the module
+
+
+def test_rotary_embedding_matches_function_and_grows_its_cache():
+    rope = RotaryEmbedding(16)
+    assert rope.max_len == 0 and dict(rope.state_dict()) == {} and list(rope.parameters()) == []
+    x = torch.randn(2, 2, 100, 16)
+    torch.testing.assert_close(rope(x), apply_rope(x), rtol=0, atol=0)
+    assert rope.max_len == 128 and rope.cos.shape == (128, 8) and rope.cos.dtype == torch.float32
+    rope(x[..., :10, :])
+    assert rope.max_len == 128  # no shrink, no rebuild
+    cos_before = rope.cos
+    rope(x[..., :10, :])
+    assert rope.cos is cos_before
+    # decoding past the cache: it grows to hold the position
+    torch.testing.assert_close(rope(x[..., :1, :], [300]), apply_rope(x[..., :1, :], [300]), rtol=0, atol=0)
+    assert rope.max_len == 512
+    # the cache is exact float64 angles rounded once
+    torch.testing.assert_close(rope.cos.double(), angles(range(512), 16, 10000.0).cos(), rtol=0, atol=6e-8)
+    # positions past the cap are computed directly (no huge table)
+    far = torch.arange(10**8, 10**8 + 3)
+    assert (rope(x[0, 0, :3], far).double() - ref_complex(x[0, 0, :3], far)).abs().max() <= 1e-5
+    assert rope.max_len <= rope.max_cached_len
+
+
+def test_rotary_embedding_follows_dtype_and_layout():
+    rope = RotaryEmbedding(8, base=500.0, layout="half")
+    assert "layout='half'" in repr(rope)
+    x = torch.randn(3, 20, 8, dtype=torch.float64)
+    out = rope(x)
+    assert out.dtype == torch.float64 and rope.cos.dtype == torch.float64
+    torch.testing.assert_close(out, ref_rotate_half(x, range(20), 500.0), rtol=0, atol=1e-12)
+    rope.half()  # casting the module must not degrade the cache: it is rebuilt in float32
+    xh = x.half()
+    assert torch.equal(rope(xh), apply_rope(xh.float(), base=500.0, layout="half").half())
+    assert rope.cos.dtype == torch.float32
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_rotary_embedding_follows_device():  # pragma: no cover - needs a GPU
+    rope = RotaryEmbedding(16)
+    x = torch.randn(2, 40, 16)
+    want = rope(x)
+    got = rope(x.cuda())
+    assert got.device.type == "cuda" and rope.cos.device.type == "cuda"
+    torch.testing.assert_close(got.cpu(), want)
+    torch.testing.assert_close(apply_rope(x.cuda(), torch.arange(40).cuda(), layout="half").cpu(), apply_rope(x, layout="half"))
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda: apply_rope(torch.randn(3, 7)), ValueError, "even"),
+        (lambda: apply_rope(torch.randn(8)), ValueError, r"\[..., seq, head_dim\]"),
+        (lambda: apply_rope(torch.arange(16).view(2, 8)), TypeError, "floating"),
+        (lambda: apply_rope([[1.0, 2.0]]), TypeError, "torch.Tensor"),
+        (lambda: apply_rope(torch.randn(3, 8), torch.arange(3.0)), TypeError, "integers"),
+        (lambda: apply_rope(torch.randn(3, 8), torch.ones(3, dtype=torch.bool)), TypeError, "integers"),
+        (lambda: apply_rope(torch.randn(3, 8), [0, 1.5, 2]), TypeError, "integers"),
+        (lambda: apply_rope(torch.randn(3, 8), torch.arange(4)), ValueError, "length seq"),
+        (lambda: apply_rope(torch.randn(3, 8), torch.arange(3)[None]), ValueError, "1-D"),
+        (lambda: apply_rope(torch.randn(3, 8), 3), TypeError, "positions"),
+        (lambda: apply_rope(torch.randn(3, 8), layout="halves"), ValueError, "'interleaved'"),
+        (lambda: apply_rope(torch.randn(3, 8), layout=1), TypeError, "layout"),
+        (lambda: apply_rope(torch.randn(3, 8), base=1.0), ValueError, "base"),
+        (lambda: rope_frequencies(7), ValueError, "head_dim"),
+        (lambda: to_half_layout(torch.randn(3, 5)), ValueError, "even"),
+        (lambda: to_interleaved_layout(torch.randn(3, 4), dim=2), ValueError, "dim"),
+        (lambda: RotaryEmbedding(6)(torch.randn(3, 8)), ValueError, "head_dim = 6"),
+        (lambda: RotaryEmbedding(8, layout="neox"), ValueError, "layout"),
+    ],
+)
+def test_bad_input(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_layout_functions_take_a_dim():
+    heads, head_dim, d_model = 2, 6, 5
+    w = torch.randn(heads * head_dim, d_model)
+    per_head = to_half_layout(w.view(heads, head_dim, d_model), dim=1)
+    assert torch.equal(per_head, w.view(heads, head_dim, d_model)[:, perm(head_dim), :])
+    assert torch.equal(to_interleaved_layout(per_head, dim=-2), w.view(heads, head_dim, d_model))
+    # converting W_q's output features is converting q itself
+    x = torch.randn(4, d_model)
+    q = (x @ w.T).view(4, heads, head_dim)
+    torch.testing.assert_close(x @ per_head.reshape(-1, d_model).T, to_half_layout(q).reshape(4, -1))
+    assert math.isclose(float(rope_frequencies(2)[0]), 1.0)
+
+
+# --------------------------------------------------------------------------- exercise checkers (notebook 07)
+
+
+def test_exercise_checkers_accept_answers_and_name_mistakes():
+    from pe_lessons.exercises.nb07 import check_rotate_half, check_score_prediction, check_to_half_layout
+
+    def rotate_half(x):
+        h = x.shape[-1] // 2
+        return torch.cat((-x[..., h:], x[..., :h]), -1)
+
+    assert check_rotate_half(rotate_half).ok
+    assert not check_rotate_half(None).ok and "Not answered" in check_rotate_half(None).message
+    assert "Sign flipped" in check_rotate_half(lambda x: torch.cat((x[..., 4:], -x[..., :4]), -1)).message
+    interleaved_turn = lambda x: torch.stack((-x[..., 1::2], x[..., 0::2]), -1).flatten(-2)  # noqa: E731
+    assert "adjacent pairs (2i, 2i+1)" in check_rotate_half(interleaved_turn).message
+
+    assert check_to_half_layout(lambda x: x[..., perm(x.shape[-1])]).ok
+    assert "inverse permutation" in check_to_half_layout(to_interleaved_layout).message
+    assert "Nothing moved" in check_to_half_layout(lambda x: x).message
+
+    gen = torch.Generator().manual_seed(0)
+    q, k = torch.randn(16, generator=gen), torch.randn(16, generator=gen)
+    right = float(ref_complex(q[None], [10]) @ k.double())
+    assert check_score_prediction(right, q, k, 5000, 4990).ok
+    assert "without any rotation" in check_score_prediction(float(q @ k), q, k, 5000, 4990).message
+    assert "Offset sign" in check_score_prediction(float(ref_complex(q[None], [-10]) @ k.double()), q, k, 5000, 4990).message
+
+
+# --------------------------------------------------------------------------- the toy model's "rotary" scheme (notebook 06's toy)
+
+
+def test_toy_model_rotary_scheme_uses_apply_rope():
+    toy = pytest.importorskip("pe_lessons.toy")
+    assert "rotary" in toy.available_schemes()
+    task = toy.make_task("previous")
+    model = toy.make_model(task, "rotary", seed=0)
+    assert model.position is None  # nothing is added to the embeddings
+    hook = model.blocks[0].attn.rotate
+    gen = torch.Generator().manual_seed(8)
+    q, k, v = (torch.randn(2, 2, 9, 16, generator=gen) for _ in range(3))
+    pos = torch.arange(9)
+    rq, rk = hook(q, k, pos)
+    torch.testing.assert_close(rq, apply_rope(q, pos), rtol=0, atol=0)
+    torch.testing.assert_close(rk, apply_rope(k, pos), rtol=0, atol=0)
+    # attention with rotary depends on offsets only: shifting every position changes nothing
+    shifted = toy.attention(q, k, v, rotate=hook, positions=pos + 1000)
+    torch.testing.assert_close(shifted, toy.attention(q, k, v, rotate=hook, positions=pos), rtol=1e-4, atol=1e-5)
+    # … but it does see order: the model is not permutation equivariant
+    tokens = torch.randint(0, task.vocab_size, (3, 10), generator=gen)
+    perm_idx = torch.randperm(10, generator=gen)
+    with torch.no_grad():
+        out, out_perm = model(tokens), model(tokens[:, perm_idx])
+    assert (out[:, perm_idx] - out_perm).abs().max() > 1e-3
+    # and it trains (gradients flow through apply_rope)
+    history = toy.train(model, task, seq_len=8, steps=3, batch_size=8)
+    assert len(history) == 3 and history["loss"].notna().all()

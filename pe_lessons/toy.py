@@ -43,6 +43,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import math
+import numbers
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -449,7 +450,7 @@ def train(
     """
     task = _check_task(task)
     model = _check_model(model, task)
-    if isinstance(seq_len, tuple):
+    if isinstance(seq_len, (tuple, list)):
         if len(seq_len) != 2:
             raise ValueError(f"seq_len must be an int or a (lo, hi) pair, got {seq_len!r}")
         lo = check_int("seq_len[0]", seq_len[0], minimum=2)
@@ -457,7 +458,9 @@ def train(
     else:
         lo = hi = check_int("seq_len", seq_len, minimum=2)
     steps = check_int("steps", steps, minimum=1)
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr < 1:
+    if isinstance(lr, bool) or not isinstance(lr, numbers.Real):
+        raise TypeError(f"lr must be a real number in (0, 1), got {lr!r} ({type(lr).__name__})")
+    if not 0 < lr < 1:
         raise ValueError(f"lr must be a learning rate in (0, 1), got {lr!r}")
     generator = torch.Generator().manual_seed(check_int("seed", seed))
     optimizer = _AdamW(model.parameters())
@@ -497,6 +500,8 @@ def evaluate(
     model = _check_model(model, task)
     seq_len = check_int("seq_len", seq_len, minimum=2)
     n = check_int("n", n, minimum=2)
+    if isinstance(task, OrderTask) and n % 2:
+        raise ValueError(f"n must be even for the order task (sequences come with their swapped twins), got {n}")
     if not isinstance(extend_learned, bool):
         raise TypeError(f"extend_learned must be True or False, got {extend_learned!r}")
     if extend_learned and isinstance(model.position, LearnedPositionalEmbedding) and seq_len > model.position.max_len:

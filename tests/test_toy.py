@@ -134,6 +134,9 @@ def test_same_seed_same_run_bit_for_bit_whatever_the_thread_count():
     torch.set_num_threads(threads)
     assert runs[0][0].equals(runs[1][0]) and runs[0][1] == runs[1][1]
     assert set(runs[0][0]["seq_len"]) <= set(range(4, 9))
+    # a list pair is the same range as a tuple
+    model = make_model(task, "learned", max_len=8, seed=3)
+    assert train(model, task, seq_len=[4, 8], steps=15, batch_size=16, seed=5).equals(runs[0][0])
 
 
 def test_make_model_seeds_init_and_leaves_the_global_rng_alone():
@@ -153,6 +156,10 @@ def test_learned_model_beyond_its_table_error_or_untrained_rows():
         evaluate(model, task, seq_len=12)
     result = evaluate(model, task, seq_len=12, extend_learned=True)
     assert 0.0 <= result["accuracy"] <= 1.0
+    # the extra rows come from evaluate's seed, not the global RNG: the same call gives the same result,
+    # and the model itself keeps its 8 rows
+    torch.manual_seed(99)
+    assert evaluate(model, task, seq_len=12, extend_learned=True) == result and model.position.max_len == 8
     longer = model.with_longer_table(12, seed=0)
     assert isinstance(longer.position, LearnedPositionalEmbedding) and longer.position.max_len == 12
     assert torch.equal(longer.position.weight[:8], model.position.weight) and model.position.max_len == 8
@@ -180,6 +187,9 @@ def test_learned_model_beyond_its_table_error_or_untrained_rows():
         (lambda: train(make_model(OrderTask(), "none"), PreviousTokenTask(), seq_len=4), ValueError, "does not fit"),
         (lambda: train(make_model(OrderTask(), "none"), OrderTask(), seq_len=(8, 4)), ValueError, r"seq_len\[1\]"),
         (lambda: train(make_model(OrderTask(), "none"), OrderTask(), seq_len=4, lr=2.0), ValueError, "lr"),
+        (lambda: train(make_model(OrderTask(), "none"), OrderTask(), seq_len=4, lr="3e-3"), TypeError, "lr must be a real number"),
+        (lambda: train(make_model(OrderTask(), "none"), OrderTask(), seq_len=(4, 5, 6)), ValueError, r"\(lo, hi\) pair"),
+        (lambda: evaluate(make_model(OrderTask(), "none"), OrderTask(), seq_len=4, n=5), ValueError, "n must be even"),
         (lambda: evaluate(make_model(OrderTask(), "none"), OrderTask(), seq_len=4, extend_learned=1), TypeError, "extend_learned"),
         (lambda: make_model(OrderTask(), "none").with_longer_table(20), ValueError, "scheme='learned'"),
         (lambda: attention(torch.zeros(2, 3, 4), torch.zeros(2, 3, 4), torch.zeros(2, 3, 4)), ValueError, "q must have shape"),

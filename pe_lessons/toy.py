@@ -404,14 +404,16 @@ class _AdamW:
         for i, p in enumerate(self.params):
             if p.grad is None:  # not used this step: left alone, as torch does
                 continue
-            state = self.state.setdefault(i, [torch.zeros_like(p), torch.zeros_like(p), 0])
-            m, v = state[0], state[1]
-            state[2] += 1
+            state = self.state.get(i)
+            if state is None:
+                state = self.state[i] = [torch.zeros_like(p), torch.zeros_like(p), 0]
+            m, v, grad = state[0], state[1], p.grad
+            state[2] = t = state[2] + 1
             p.mul_(1 - lr * self.weight_decay)
-            m.lerp_(p.grad, 1 - beta1)
-            v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
-            denom = (v.sqrt() / (1 - beta2 ** state[2]) ** 0.5).add_(self.eps)
-            p.addcdiv_(m, denom, value=-lr / (1 - beta1 ** state[2]))
+            m.lerp_(grad, 1 - beta1)
+            v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            denom = (v.sqrt() / (1 - beta2**t) ** 0.5).add_(self.eps)
+            p.addcdiv_(m, denom, value=-lr / (1 - beta1**t))
 
 
 def _loss_and_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, float]:

@@ -43,6 +43,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import math
+import numbers
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -370,6 +371,51 @@ def _one_thread() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+class _AdamW:
+    r"""AdamW (Loshchilov & Hutter 2019) with torch's defaults: betas (0.9, 0.999), eps 1e-8,
+    weight decay 0.01. For each parameter :math:`\theta` with gradient :math:`g`, at step :math:`t`:
+
+    .. math::
+
+        \theta \leftarrow \theta (1 - \eta\lambda), \quad
+        m \leftarrow \beta_1 m + (1-\beta_1) g, \quad
+        v \leftarrow \beta_2 v + (1-\beta_2) g^2, \quad
+        \theta \leftarrow \theta - \frac{\eta}{1-\beta_1^t}\,
+        \frac{m}{\sqrt{v}/\sqrt{1-\beta_2^t} + \epsilon}.
+
+    The same operations, in the same order, as ``torch.optim.AdamW``'s default (single-tensor)
+    path, so the numbers match it. Written out because building any ``torch.optim`` optimizer
+    first imports ``torch._dynamo``, about 1.5 s of CPU: longer than a training run here.
+    """
+
+    def __init__(self, params: Iterator[nn.Parameter], betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.01) -> None:
+        self.params = list(params)
+        self.betas, self.eps, self.weight_decay = betas, eps, weight_decay
+        self.state: dict[int, list] = {}  # per parameter: [m, v, its step count t]
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self, lr: float) -> None:
+        beta1, beta2 = self.betas
+        for i, p in enumerate(self.params):
+            if p.grad is None:  # not used this step: left alone, as torch does
+                continue
+            state = self.state.get(i)
+            if state is None:
+                state = self.state[i] = [torch.zeros_like(p), torch.zeros_like(p), 0]
+            m, v, grad = state[0], state[1], p.grad
+            state[2] = t = state[2] + 1
+            p.mul_(1 - lr * self.weight_decay)
+            m.lerp_(grad, 1 - beta1)
+            v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            denom = (v.sqrt() / (1 - beta2**t) ** 0.5).add_(self.eps)
+            p.addcdiv_(m, denom, value=-lr / (1 - beta1**t))
+
+
 def _loss_and_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, float]:
     logits, labels = logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)
     loss = F.cross_entropy(logits, labels, ignore_index=IGNORE)
@@ -406,7 +452,7 @@ def train(
     """
     task = _check_task(task)
     model = _check_model(model, task)
-    if isinstance(seq_len, tuple):
+    if isinstance(seq_len, (tuple, list)):
         if len(seq_len) != 2:
             raise ValueError(f"seq_len must be an int or a (lo, hi) pair, got {seq_len!r}")
         lo = check_int("seq_len[0]", seq_len[0], minimum=2)
@@ -414,12 +460,12 @@ def train(
     else:
         lo = hi = check_int("seq_len", seq_len, minimum=2)
     steps = check_int("steps", steps, minimum=1)
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr < 1:
+    if isinstance(lr, bool) or not isinstance(lr, numbers.Real):
+        raise TypeError(f"lr must be a real number in (0, 1), got {lr!r} ({type(lr).__name__})")
+    if not 0 < lr < 1:
         raise ValueError(f"lr must be a learning rate in (0, 1), got {lr!r}")
     generator = torch.Generator().manual_seed(check_int("seed", seed))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=float(lr))
-    # learning rate decays linearly from lr to lr/steps: the last steps settle instead of spiking
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: 1.0 - done / steps)
+    optimizer = _AdamW(model.parameters())
     model.train()
     rows = []
     with _one_thread():
@@ -427,10 +473,10 @@ def train(
             n = lo if lo == hi else int(torch.randint(lo, hi + 1, (1,), generator=generator))
             tokens, labels = task.sample(batch_size, n, generator)
             loss, accuracy = _loss_and_accuracy(model(tokens), labels)
-            optimizer.zero_grad(set_to_none=True)
+            optimizer.zero_grad()
             loss.backward()
-            optimizer.step()
-            schedule.step()
+            # learning rate decays linearly from lr to lr/steps: the last steps settle instead of spiking
+            optimizer.step(float(lr) * (1.0 - (step - 1) / steps))
             rows.append((step, n, loss.item(), accuracy))
     model.eval()
     return pd.DataFrame(rows, columns=["step", "seq_len", "loss", "accuracy"])
@@ -456,6 +502,8 @@ def evaluate(
     model = _check_model(model, task)
     seq_len = check_int("seq_len", seq_len, minimum=2)
     n = check_int("n", n, minimum=2)
+    if isinstance(task, OrderTask) and n % 2:
+        raise ValueError(f"n must be even for the order task (sequences come with their swapped twins), got {n}")
     if not isinstance(extend_learned, bool):
         raise TypeError(f"extend_learned must be True or False, got {extend_learned!r}")
     if extend_learned and isinstance(model.position, LearnedPositionalEmbedding) and seq_len > model.position.max_len:

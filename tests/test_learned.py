@@ -135,7 +135,10 @@ class _VagueError(_NoCheck):
     ],
 )
 def test_check_learned_module(cls, ok, words):
+    torch.manual_seed(5)
+    state = torch.get_rng_state()
     feedback = check_learned_module(cls)
+    assert torch.equal(torch.get_rng_state(), state)  # the student's global RNG is left alone
     assert feedback.ok is ok and re.search(words, feedback.message), feedback
 
 
@@ -144,6 +147,7 @@ def test_check_predicted_error_and_failing_lengths():
     assert "IndexError" in check_predicted_error(IndexError, [20, 12]).message
     assert "last position" in check_predicted_error(ValueError, [19, 12]).message
     assert not check_predicted_error(None, None).ok
+    assert "no quotes" in check_predicted_error("ValueError", [20, 12]).message
     assert check_failing_lengths([24, 13]).ok
     assert "Off by one" in check_failing_lengths([12, 13, 24]).message
     assert "already fails" in check_failing_lengths([24]).message

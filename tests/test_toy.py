@@ -134,6 +134,9 @@ def test_same_seed_same_run_bit_for_bit_whatever_the_thread_count():
     torch.set_num_threads(threads)
     assert runs[0][0].equals(runs[1][0]) and runs[0][1] == runs[1][1]
     assert set(runs[0][0]["seq_len"]) <= set(range(4, 9))
+    # a list pair is the same range as a tuple
+    model = make_model(task, "learned", max_len=8, seed=3)
+    assert train(model, task, seq_len=[4, 8], steps=15, batch_size=16, seed=5).equals(runs[0][0])
 
 
 def test_make_model_seeds_init_and_leaves_the_global_rng_alone():
@@ -153,6 +156,10 @@ def test_learned_model_beyond_its_table_error_or_untrained_rows():
         evaluate(model, task, seq_len=12)
     result = evaluate(model, task, seq_len=12, extend_learned=True)
     assert 0.0 <= result["accuracy"] <= 1.0
+    # the extra rows come from evaluate's seed, not the global RNG: the same call gives the same result,
+    # and the model itself keeps its 8 rows
+    torch.manual_seed(99)
+    assert evaluate(model, task, seq_len=12, extend_learned=True) == result and model.position.max_len == 8
     longer = model.with_longer_table(12, seed=0)
     assert isinstance(longer.position, LearnedPositionalEmbedding) and longer.position.max_len == 12
     assert torch.equal(longer.position.weight[:8], model.position.weight) and model.position.max_len == 8
@@ -180,6 +187,9 @@ def test_learned_model_beyond_its_table_error_or_untrained_rows():
         (lambda: train(make_model(OrderTask(), "none"), PreviousTokenTask(), seq_len=4), ValueError, "does not fit"),
         (lambda: train(make_model(OrderTask(), "none"), OrderTask(), seq_len=(8, 4)), ValueError, r"seq_len\[1\]"),
         (lambda: train(make_model(OrderTask(), "none"), OrderTask(), seq_len=4, lr=2.0), ValueError, "lr"),
+        (lambda: train(make_model(OrderTask(), "none"), OrderTask(), seq_len=4, lr="3e-3"), TypeError, "lr must be a real number"),
+        (lambda: train(make_model(OrderTask(), "none"), OrderTask(), seq_len=(4, 5, 6)), ValueError, r"\(lo, hi\) pair"),
+        (lambda: evaluate(make_model(OrderTask(), "none"), OrderTask(), seq_len=4, n=5), ValueError, "n must be even"),
         (lambda: evaluate(make_model(OrderTask(), "none"), OrderTask(), seq_len=4, extend_learned=1), TypeError, "extend_learned"),
         (lambda: make_model(OrderTask(), "none").with_longer_table(20), ValueError, "scheme='learned'"),
         (lambda: attention(torch.zeros(2, 3, 4), torch.zeros(2, 3, 4), torch.zeros(2, 3, 4)), ValueError, "q must have shape"),
@@ -189,3 +199,46 @@ def test_learned_model_beyond_its_table_error_or_untrained_rows():
 def test_bad_input_raises_clear_errors(call, error, words):
     with pytest.raises(error, match=words):
         call()
+
+
+def test_written_out_adamw_matches_torch_adamw_with_the_linear_schedule():
+    from pe_lessons.toy import _AdamW
+
+    task = make_task("order")
+    ours, ref = make_model(task, "learned", max_len=8, seed=0), make_model(task, "learned", max_len=8, seed=0)
+    steps, lr = 12, 5e-3
+    torch_opt = torch.optim.AdamW(ref.parameters(), lr=lr)
+    schedule = torch.optim.lr_scheduler.LambdaLR(torch_opt, lambda done: 1.0 - done / steps)
+    our_opt = _AdamW(ours.parameters())
+    g = torch.Generator().manual_seed(0)
+    for step in range(1, steps + 1):
+        tokens, labels = task.sample(8, 6, g)
+        for model in (ours, ref):
+            torch.nn.functional.cross_entropy(model(tokens), labels).backward()
+        our_opt.step(lr * (1.0 - (step - 1) / steps))
+        our_opt.zero_grad()
+        torch_opt.step()
+        schedule.step()
+        torch_opt.zero_grad()
+    for (name, p), q in zip(ours.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7, msg=name)
+    # a parameter without a gradient is left alone (weight decay included), as torch does
+    frozen = torch.nn.Parameter(torch.ones(3))
+    _AdamW([frozen]).step(0.1)
+    assert torch.equal(frozen, torch.ones(3))
+
+
+def test_training_does_not_import_torch_dynamo():
+    # building a torch.optim optimizer imports torch._dynamo (~1.5 s of CPU), the reason train
+    # writes AdamW out; a fresh interpreter shows whether that import came back
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from pe_lessons.toy import make_model, make_task, train\n"
+        "task = make_task('order')\n"
+        "train(make_model(task, 'learned', max_len=8), task, seq_len=6, steps=2)\n"
+        "assert 'torch._dynamo' not in sys.modules, 'torch._dynamo was imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -22,8 +22,13 @@ def check_learned_module(cls: type | None, max_len: int = 6, d_model: int = 4) -
     ``x [batch, seq, d_model]``, and a ``ValueError`` naming both numbers when ``seq > max_len``."""
     if _is_placeholder(cls):
         return not_done()
-    try:
+    with torch.random.fork_rng(devices=[]):  # seeded, and the student's global RNG is left alone
         torch.manual_seed(0)
+        return _check_learned_module(cls, max_len, d_model)
+
+
+def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
+    try:
         module = cls(max_len, d_model)
     except NotImplementedError:
         return not_done()
@@ -88,6 +93,8 @@ def check_predicted_error(exception: type | None, numbers: Iterable[int] | None,
         numbers = {int(n) for n in numbers}  # type: ignore[union-attr]
     except (TypeError, ValueError):
         return failed("numbers should be a list of two integers, e.g. [3, 4].")
+    if isinstance(exception, str):
+        return failed(f"Give the exception class itself (e.g. KeyError, no quotes), not the string {exception!r}.")
     if exception is IndexError:
         return failed("IndexError is what a bare table lookup gives (the classic 'index out of range' crash); pe_lessons checks the length first.")
     if exception is not ValueError:

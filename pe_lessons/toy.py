@@ -371,51 +371,6 @@ def _one_thread() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-class _AdamW:
-    r"""AdamW (Loshchilov & Hutter 2019) with torch's defaults: betas (0.9, 0.999), eps 1e-8,
-    weight decay 0.01. For each parameter :math:`\theta` with gradient :math:`g`, at step :math:`t`:
-
-    .. math::
-
-        \theta \leftarrow \theta (1 - \eta\lambda), \quad
-        m \leftarrow \beta_1 m + (1-\beta_1) g, \quad
-        v \leftarrow \beta_2 v + (1-\beta_2) g^2, \quad
-        \theta \leftarrow \theta - \frac{\eta}{1-\beta_1^t}\,
-        \frac{m}{\sqrt{v}/\sqrt{1-\beta_2^t} + \epsilon}.
-
-    The same operations, in the same order, as ``torch.optim.AdamW``'s default (single-tensor)
-    path, so the numbers match it. Written out because building any ``torch.optim`` optimizer
-    first imports ``torch._dynamo``, about 1.5 s of CPU: longer than a training run here.
-    """
-
-    def __init__(self, params: Iterator[nn.Parameter], betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.01) -> None:
-        self.params = list(params)
-        self.betas, self.eps, self.weight_decay = betas, eps, weight_decay
-        self.state: dict[int, list] = {}  # per parameter: [m, v, its step count t]
-
-    def zero_grad(self) -> None:
-        for p in self.params:
-            p.grad = None
-
-    @torch.no_grad()
-    def step(self, lr: float) -> None:
-        beta1, beta2 = self.betas
-        for i, p in enumerate(self.params):
-            if p.grad is None:  # not used this step: left alone, as torch does
-                continue
-            state = self.state.get(i)
-            if state is None:
-                state = self.state[i] = [torch.zeros_like(p), torch.zeros_like(p), 0]
-            m, v, grad = state[0], state[1], p.grad
-            state[2] = t = state[2] + 1
-            p.mul_(1 - lr * self.weight_decay)
-            m.lerp_(grad, 1 - beta1)
-            v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-            denom = (v.sqrt() / (1 - beta2**t) ** 0.5).add_(self.eps)
-            p.addcdiv_(m, denom, value=-lr / (1 - beta1**t))
-
-
 def _loss_and_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, float]:
     logits, labels = logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)
     loss = F.cross_entropy(logits, labels, ignore_index=IGNORE)
@@ -465,7 +420,9 @@ def train(
     if not 0 < lr < 1:
         raise ValueError(f"lr must be a learning rate in (0, 1), got {lr!r}")
     generator = torch.Generator().manual_seed(check_int("seed", seed))
-    optimizer = _AdamW(model.parameters())
+    optimizer = torch.optim.AdamW(model.parameters(), lr=float(lr))
+    # learning rate decays linearly from lr to lr/steps: the last steps settle instead of spiking
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: 1.0 - done / steps)
     model.train()
     rows = []
     with _one_thread():
@@ -473,10 +430,10 @@ def train(
             n = lo if lo == hi else int(torch.randint(lo, hi + 1, (1,), generator=generator))
             tokens, labels = task.sample(batch_size, n, generator)
             loss, accuracy = _loss_and_accuracy(model(tokens), labels)
-            optimizer.zero_grad()
+            optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            # learning rate decays linearly from lr to lr/steps: the last steps settle instead of spiking
-            optimizer.step(float(lr) * (1.0 - (step - 1) / steps))
+            optimizer.step()
+            schedule.step()
             rows.append((step, n, loss.item(), accuracy))
     model.eval()
     return pd.DataFrame(rows, columns=["step", "seq_len", "loss", "accuracy"])

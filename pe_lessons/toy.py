@@ -18,8 +18,8 @@ with no mask (every token sees every token). Position schemes:
   the per-token outputs permute the same way) and a mean-pooled output is invariant.
 - ``"sinusoidal"``: :class:`~pe_lessons.sinusoidal.SinusoidalPositionalEncoding` added to the embeddings.
 - ``"learned"``: :class:`~pe_lessons.learned.LearnedPositionalEmbedding` added to the embeddings.
-- ``"rotary"`` (only when ``pe_lessons.rotary`` exists): nothing is added; ``rotate``
-  turns q and k by position-dependent angles before the dot product.
+- ``"rotary"``: nothing is added; ``rotate`` turns q and k by position-dependent angles
+  (:func:`~pe_lessons.rotary.apply_rope`) before the dot product.
 
 Tasks (both need positions; both have a fixed vocabulary of ``n_symbols`` filler tokens):
 
@@ -41,7 +41,6 @@ coarsely rounded or as thresholds.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import math
 import numbers
 from collections.abc import Callable, Iterator
@@ -55,6 +54,7 @@ from torch import nn
 
 from ._checks import check_d_model, check_int, check_tensor
 from .learned import LearnedPositionalEmbedding
+from .rotary import apply_rope
 from .sinusoidal import SinusoidalPositionalEncoding
 
 __all__ = [
@@ -77,15 +77,13 @@ __all__ = [
 #: positions an int64 tensor ``[seq]``.
 Rotate = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], "tuple[torch.Tensor, torch.Tensor]"]
 
-_BASE_SCHEMES = ("none", "sinusoidal", "learned")
+SCHEMES = ("none", "sinusoidal", "learned", "rotary")
 IGNORE = -100  # label of positions that are not scored
 
 
 def available_schemes() -> tuple[str, ...]:
-    """The position schemes :class:`ToyTransformer` accepts here: ``"rotary"`` once ``pe_lessons.rotary`` exists."""
-    if importlib.util.find_spec(f"{__package__}.rotary") is not None:
-        return _BASE_SCHEMES + ("rotary",)
-    return _BASE_SCHEMES
+    """The position schemes :class:`ToyTransformer` accepts."""
+    return SCHEMES
 
 
 def _check_scheme(scheme: object) -> str:
@@ -96,8 +94,6 @@ def _check_scheme(scheme: object) -> str:
 
 
 def _rotary_hook() -> Rotate:
-    from .rotary import apply_rope  # type: ignore[import-not-found]  # added by the rotary notebook
-
     def rotate(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return apply_rope(q, positions), apply_rope(k, positions)
 

@@ -1,6 +1,5 @@
 """pe_lessons.toy: attention, the model's shapes and schemes, permutation equivariance, tasks, training, determinism."""
 
-import importlib.util
 
 import pytest
 import torch
@@ -18,7 +17,6 @@ from pe_lessons.toy import (
     train,
 )
 
-HAS_ROTARY = importlib.util.find_spec("pe_lessons.rotary") is not None
 
 
 def test_attention_matches_torch_and_calls_the_rotate_hook():
@@ -39,15 +37,12 @@ def test_attention_matches_torch_and_calls_the_rotate_hook():
 
 
 def test_schemes_list():
-    schemes = available_schemes()
-    assert schemes[:3] == ("none", "sinusoidal", "learned")
-    assert ("rotary" in schemes) == HAS_ROTARY
+    assert available_schemes() == ("none", "sinusoidal", "learned", "rotary")
 
 
-@pytest.mark.skipif(HAS_ROTARY, reason="pe_lessons.rotary exists")
-def test_rotary_is_refused_until_its_module_exists_with_the_list_of_schemes():
-    with pytest.raises(ValueError, match="'none', 'sinusoidal', 'learned'; got 'rotary'"):
-        ToyTransformer(10, 2, scheme="rotary")
+def test_unknown_scheme_is_refused_with_the_list_of_schemes():
+    with pytest.raises(ValueError, match="'none', 'sinusoidal', 'learned', 'rotary'; got 'alibi'"):
+        ToyTransformer(10, 2, scheme="alibi")
 
 
 @pytest.mark.parametrize("scheme", available_schemes())

@@ -70,3 +70,11 @@ def check_float_tensor(name: str, value: object) -> torch.Tensor:
             f"got dtype {value.dtype}"
         )
     return value
+
+
+def check_embeddings(value: object, d_model: int, name: str = "x") -> torch.Tensor:
+    """Token embeddings: a floating tensor of shape ``[batch, seq, d_model]``."""
+    value = check_float_tensor(name, value)
+    if value.dim() != 3 or value.shape[-1] != d_model:
+        raise ValueError(f"{name} must have shape [batch, seq, d_model={d_model}], got {list(value.shape)}")
+    return value

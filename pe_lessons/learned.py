@@ -25,7 +25,7 @@ import numbers
 import torch
 from torch import nn
 
-from ._checks import check_d_model, check_float_tensor, check_int
+from ._checks import check_d_model, check_embeddings, check_int
 
 __all__ = ["LearnedPositionalEmbedding"]
 
@@ -70,11 +70,7 @@ class LearnedPositionalEmbedding(nn.Module):
         self.weight = nn.Parameter(weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = check_float_tensor("x", x)
-        if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(
-                f"x must have shape [batch, seq, d_model={self.d_model}], got {list(x.shape)}"
-            )
+        x = check_embeddings(x, self.d_model)
         seq = x.shape[1]
         if seq > self.max_len:
             raise ValueError(

@@ -528,6 +528,51 @@ def similarity_heatmap(
     )
 
 
+def _lines(
+    x: torch.Tensor,
+    curves: dict[str, torch.Tensor],
+    *,
+    fields: tuple[str, str, str],
+    names: tuple[str, str],
+    title: str,
+    x_title: str,
+    y_title: str,
+    log_x: bool,
+    width: int,
+    height: int,
+) -> alt.Chart:
+    """One line per entry of ``curves`` (name → 1-D tensor, one value per ``x``); ``nan`` points dropped.
+
+    ``fields`` names the frame's x, y and line columns; ``names`` the two arguments, for error messages.
+    """
+    x_field, y_field, line_field = fields
+    x_name, curves_name = names
+    if not isinstance(curves, dict) or not curves:
+        raise TypeError(f"{curves_name} must be a non-empty dict {{name: 1-D tensor, one value per entry of {x_name}}}")
+    frames = []
+    for name, values in curves.items():
+        values = check_tensor(f"{curves_name}[{name!r}]", values).detach().to("cpu", torch.float64).reshape(-1)
+        if values.numel() != x.numel():
+            raise ValueError(f"{curves_name}[{name!r}] has {values.numel()} values for {x.numel()} {x_name}")
+        frame = pd.DataFrame({x_field: x.numpy(), y_field: values.numpy().round(DECIMALS), line_field: name})
+        frames.append(frame.dropna())
+    frame = pd.concat(frames, ignore_index=True)
+    if len(frame) > MAX_ROWS:
+        raise ValueError(f"{len(frame)} points exceed {MAX_ROWS} chart rows; use fewer {x_name} or {curves_name}")
+    scale = alt.Scale(type="log") if log_x else alt.Undefined
+    return (
+        alt.Chart(frame, title=title)
+        .mark_line()
+        .encode(
+            x=alt.X(f"{x_field}:Q", title=x_title, scale=scale),
+            y=alt.Y(f"{y_field}:Q", title=y_title),
+            color=alt.Color(f"{line_field}:N", title="", sort=list(curves)),
+            tooltip=[line_field, x_field, y_field],
+        )
+        .properties(width=width, height=height)
+    )
+
+
 def offset_curve(
     scores: dict[str, torch.Tensor],
     offsets: torch.Tensor,
@@ -543,28 +588,8 @@ def offset_curve(
     ``scores`` maps a curve name to a 1-D tensor with one value per entry of ``offsets``.
     """
     offsets = check_tensor("offsets", offsets).detach().reshape(-1).cpu()
-    if not isinstance(scores, dict) or not scores:
-        raise TypeError("scores must be a non-empty dict {name: 1-D tensor of scores, one per offset}")
-    frames = []
-    for name, values in scores.items():
-        values = check_tensor(f"scores[{name!r}]", values).detach().to("cpu", torch.float64).reshape(-1)
-        if values.numel() != offsets.numel():
-            raise ValueError(f"scores[{name!r}] has {values.numel()} values for {offsets.numel()} offsets")
-        frames.append(pd.DataFrame({"k": offsets.numpy(), "score": values.numpy().round(DECIMALS), "curve": name}))
-    frame = pd.concat(frames, ignore_index=True)
-    if len(frame) > MAX_ROWS:
-        raise ValueError(f"{len(frame)} points exceed {MAX_ROWS} chart rows; use fewer offsets or curves")
-    return (
-        alt.Chart(frame, title=title)
-        .mark_line()
-        .encode(
-            x=alt.X("k:Q", title=x_title),
-            y=alt.Y("score:Q", title=y_title),
-            color=alt.Color("curve:N", title="", sort=list(scores)),
-            tooltip=["curve", "k", "score"],
-        )
-        .properties(width=width, height=height)
-    )
+    return _lines(offsets, scores, fields=("k", "score", "curve"), names=("offsets", "scores"), title=title,
+                  x_title=x_title, y_title=y_title, log_x=False, width=width, height=height)
 
 
 def decay_chart(
@@ -584,32 +609,10 @@ def decay_chart(
     (use ``nan`` where a line has no value; those points are dropped).
     """
     distance = check_tensor("distance", distance).detach().to("cpu", torch.float64).reshape(-1)
-    if not isinstance(curves, dict) or not curves:
-        raise TypeError("curves must be a non-empty dict {name: 1-D tensor, one value per distance}")
     if log_x and bool((distance <= 0).any()):
         raise ValueError("a log axis needs distances > 0; pass log_x=False or drop distance 0")
-    frames = []
-    for name, values in curves.items():
-        values = check_tensor(f"curves[{name!r}]", values).detach().to("cpu", torch.float64).reshape(-1)
-        if values.numel() != distance.numel():
-            raise ValueError(f"curves[{name!r}] has {values.numel()} values for {distance.numel()} distances")
-        frame = pd.DataFrame({"distance": distance.numpy(), "value": values.numpy().round(DECIMALS), "line": name})
-        frames.append(frame.dropna())
-    frame = pd.concat(frames, ignore_index=True)
-    if len(frame) > MAX_ROWS:
-        raise ValueError(f"{len(frame)} points exceed {MAX_ROWS} chart rows; use fewer distances or lines")
-    scale = alt.Scale(type="log") if log_x else alt.Scale()
-    return (
-        alt.Chart(frame, title=title)
-        .mark_line()
-        .encode(
-            x=alt.X("distance:Q", title=x_title, scale=scale),
-            y=alt.Y("value:Q", title=y_title),
-            color=alt.Color("line:N", title="", sort=list(curves)),
-            tooltip=["line", "distance", "value"],
-        )
-        .properties(width=width, height=height)
-    )
+    return _lines(distance, curves, fields=("distance", "value", "line"), names=("distances", "curves"), title=title,
+                  x_title=x_title, y_title=y_title, log_x=log_x, width=width, height=height)
 
 
 def training_curves(

@@ -36,7 +36,7 @@ import math
 import torch
 from torch import nn
 
-from ._checks import check_base, check_d_model, check_float_dtype, check_float_tensor, check_int
+from ._checks import check_base, check_d_model, check_embeddings, check_float_dtype, check_int
 
 __all__ = [
     "pe_formula",
@@ -178,11 +178,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         return self.table.shape[0]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = check_float_tensor("x", x)
-        if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(
-                f"x must have shape [batch, seq, d_model={self.d_model}], got {list(x.shape)}"
-            )
+        x = check_embeddings(x, self.d_model)
         seq = x.shape[1]
         if seq > self.max_len or self.table.device != x.device:
             rows = max(self.max_len, 1 << (seq - 1).bit_length())

@@ -239,3 +239,23 @@ def test_renderer_bundle_has_spec_text_and_jpeg():
     bundle = alt.renderers.get()(plots.heatmap(sinusoidal_table(4, 4), title="tiny").to_dict())
     assert bundle["text/plain"] == "<chart: tiny>" and "image/jpeg" in bundle
     assert alt.vegalite.v5.display.VEGALITE_MIME_TYPE in bundle
+
+
+def test_line_charts_of_named_curves():
+    from pe_lessons.plots import decay_chart, offset_curve
+
+    k = torch.arange(-3, 4)
+    spec = offset_curve({"a": k.double() ** 2, "b": -k.double()}, k).to_dict()
+    data = next(iter(spec["datasets"].values()))
+    assert len(data) == 14 and {row["curve"] for row in data} == {"a", "b"}
+    assert spec["encoding"]["x"]["field"] == "k" and "scale" not in spec["encoding"]["x"]
+    d = torch.tensor([1.0, 2.0, 4.0])
+    spec = decay_chart(d, {"bound": torch.tensor([3.0, float("nan"), 1.0])}).to_dict()
+    assert len(next(iter(spec["datasets"].values()))) == 2  # the nan point is dropped
+    assert spec["encoding"]["x"]["scale"] == {"type": "log"}
+    with pytest.raises(ValueError, match="a log axis needs distances > 0"):
+        decay_chart(torch.tensor([0.0, 1.0]), {"x": torch.ones(2)})
+    with pytest.raises(ValueError, match=r"scores\['a'\] has 2 values for 7 offsets"):
+        offset_curve({"a": torch.ones(2)}, k)
+    with pytest.raises(TypeError, match="curves must be a non-empty dict"):
+        decay_chart(d, {})

@@ -44,6 +44,7 @@ the whole tensor — no ``rotate_half`` copy.
 from __future__ import annotations
 
 import math
+import operator
 from collections import OrderedDict
 from collections.abc import Sequence
 
@@ -115,9 +116,19 @@ def _check_positions(positions: object, seq: int, device: torch.device) -> torch
     if positions is None:
         return None
     if isinstance(positions, (range, list, tuple)):
-        values = list(positions)
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-            raise TypeError("positions must hold integers (token indices), got a sequence with non-integer items")
+        values = []
+        for v in positions:
+            # Python ints and anything that is an integer index (numpy integers, 0-d integer tensors); not bool
+            try:
+                if isinstance(v, bool):
+                    raise TypeError
+                values.append(operator.index(v))
+            except TypeError:
+                raise TypeError(
+                    f"positions must hold integers (token indices), got a sequence with a {type(v).__name__} item: {v!r}"
+                ) from None
+        if values and not -(2**63) <= min(values) <= max(values) < 2**63:
+            raise ValueError("positions must fit in int64 (|position| < 2**63), got a larger integer")
         positions = torch.tensor(values, dtype=torch.long)
     if not isinstance(positions, torch.Tensor):
         raise TypeError(f"positions must be None, a 1-D integer tensor or a list of ints, got {type(positions).__name__}")

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given
@@ -95,9 +96,9 @@ def test_float32_matches_both_independent_formulations(head_dim, seq, base, star
     assert (got_i[..., P].double() - ref_rotate_half(x[..., P], pos, base)).abs().max() <= 1e-5
 
 
-@given(head_dim=head_dims, seq=st.integers(1, 16), base=bases, start=starts)
-def test_float64_matches_to_angle_rounding(head_dim, seq, base, start):
-    x = torch.randn(3, seq, head_dim, dtype=torch.float64)
+@given(head_dim=head_dims, seq=st.integers(1, 16), base=bases, start=starts, seed=st.integers(0, 2**16))
+def test_float64_matches_to_angle_rounding(head_dim, seq, base, start, seed):
+    x = torch.randn(3, seq, head_dim, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
     pos = torch.arange(start, start + seq)
     # both sides compute m·θ in float64; they differ by the rounding of θ and of m·θ (≤ m·1e-16)
     tol = 1e-12 + 4 * (start + seq) * 2**-52 * 8
@@ -126,8 +127,10 @@ def test_positions_default_list_and_cached_decoding_agree():
         # decoding one token at a time with a position offset gives the same rows
         for t in (0, 1, 37, 49):
             torch.testing.assert_close(apply_rope(x[..., t : t + 1, :], [t], layout=layout), full[..., t : t + 1, :])
-        # int32 positions work too
+        # int32 positions work too, and so do lists of numpy integers or 0-d integer tensors
         torch.testing.assert_close(apply_rope(x, torch.arange(50, dtype=torch.int32), layout=layout), full, rtol=0, atol=0)
+        np_pos = [np.int64(t) if t % 2 else torch.tensor(t, dtype=torch.int32) for t in range(50)]
+        torch.testing.assert_close(apply_rope(x, np_pos, layout=layout), full, rtol=0, atol=0)
 
 
 def test_negative_positions_rotate_backwards():
@@ -186,9 +189,9 @@ def test_relative_property_in_float32_over_a_grid():
         assert diag.numel() >= 50 and (diag - diag[0]).abs().max() <= 1e-4
 
 
-@given(head_dim=head_dims, seq=st.integers(1, 12), start=starts)
-def test_layout_permutation(head_dim, seq, start):
-    x = torch.randn(2, seq, head_dim, dtype=torch.float64)
+@given(head_dim=head_dims, seq=st.integers(1, 12), start=starts, seed=st.integers(0, 2**16))
+def test_layout_permutation(head_dim, seq, start, seed):
+    x = torch.randn(2, seq, head_dim, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
     pos = torch.arange(start, start + seq)
     P = perm(head_dim)
     assert torch.equal(to_half_layout(x), x[..., P])
@@ -309,6 +312,9 @@ def test_rotary_embedding_follows_device():  # pragma: no cover - needs a GPU
         (lambda: apply_rope(torch.randn(3, 8), torch.arange(3.0)), TypeError, "integers"),
         (lambda: apply_rope(torch.randn(3, 8), torch.ones(3, dtype=torch.bool)), TypeError, "integers"),
         (lambda: apply_rope(torch.randn(3, 8), [0, 1.5, 2]), TypeError, "integers"),
+        (lambda: apply_rope(torch.randn(3, 8), [0, True, 2]), TypeError, "bool item"),
+        (lambda: apply_rope(torch.randn(3, 8), [0, torch.tensor(1.0), 2]), TypeError, "integers"),
+        (lambda: apply_rope(torch.randn(3, 8), [0, 1, 2**70]), ValueError, "int64"),
         (lambda: apply_rope(torch.randn(3, 8), torch.arange(4)), ValueError, "length seq"),
         (lambda: apply_rope(torch.randn(3, 8), torch.arange(3)[None]), ValueError, "1-D"),
         (lambda: apply_rope(torch.randn(3, 8), 3), TypeError, "positions"),
@@ -372,7 +378,7 @@ def test_exercise_checkers_accept_answers_and_name_mistakes():
 
 
 def test_toy_model_rotary_scheme_uses_apply_rope():
-    toy = pytest.importorskip("pe_lessons.toy")
+    from pe_lessons import toy  # a plain import: a broken toy module must fail here, not skip
     assert "rotary" in toy.available_schemes()
     task = toy.make_task("previous")
     model = toy.make_model(task, "rotary", seed=0)

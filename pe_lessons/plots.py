@@ -234,7 +234,8 @@ def apparent_period(values: torch.Tensor | Sequence[float], spacing: float = 1.0
     """The period a sampled curve *appears* to have, from its zero crossings.
 
     ``values`` are samples taken every ``spacing`` positions. With the mean
-    removed, each sign change is located by linear interpolation; a curve with
+    removed, each sign change is located by linear interpolation (a curve that
+    only touches 0 does not cross it; a run of exact zeros counts once); a curve with
     ``c ≥ 2`` crossings spread over a span ``s`` has period ``2s / (c − 1)``
     (two crossings per period). Returns ``math.inf`` when fewer than two
     crossings are visible (no period can be read off).
@@ -250,13 +251,17 @@ def apparent_period(values: torch.Tensor | Sequence[float], spacing: float = 1.0
     if isinstance(spacing, bool) or not isinstance(spacing, numbers.Real) or not 0 < spacing < math.inf:
         raise ValueError(f"spacing must be a positive number, got {spacing!r}")
     v = v - v.mean()
-    a, b = v[:-1], v[1:]
-    idx = torch.nonzero((a * b < 0) | ((a == 0) & (b != 0)), as_tuple=True)[0]
-    if idx.numel() < 2:
+    nz = torch.nonzero(v != 0, as_tuple=True)[0]  # exact zeros are skipped: a sign change across them counts once
+    a_at, b_at = nz[:-1], nz[1:]
+    change = torch.sign(v[a_at]) != torch.sign(v[b_at])
+    a_at, b_at = a_at[change], b_at[change]
+    if a_at.numel() < 2:
         return math.inf
-    frac = a[idx] / (a[idx] - b[idx])  # where the segment crosses zero, in samples
-    times = (idx.to(torch.float64) + frac) * float(spacing)
-    return float(2 * (times[-1] - times[0]) / (idx.numel() - 1))
+    a, b = v[a_at], v[b_at]
+    # neighbours: linear interpolation; a run of zeros between them: its middle
+    crossing = torch.where(b_at == a_at + 1, a_at + a / (a - b), (a_at + b_at) / 2)
+    times = crossing.to(torch.float64) * float(spacing)
+    return float(2 * (times[-1] - times[0]) / (a_at.numel() - 1))
 
 
 def _title(title: str, subtitle: str | None) -> alt.TitleParams | str:
@@ -385,8 +390,13 @@ def dimension_lines(
     how = _check_how(how)
     max_rows = _check_limit("max_rows", max_rows)
     start_pos = check_int("start_pos", start_pos, minimum=0)
-    nr = _bands(n, max_rows if max_rows is not None else max(1, MAX_ROWS // len(dims)))
-    if nr * len(dims) > MAX_ROWS:
+    # a min–max envelope drawn with step-after needs one more point per line: the end of its last band
+    extra = 1 if how == "minmax" else 0
+    if max_rows is None and n * len(dims) <= MAX_ROWS:
+        nr = n
+    else:
+        nr = _bands(n, max_rows if max_rows is not None else max(1, MAX_ROWS // len(dims) - extra))
+    if (nr + (extra if nr < n else 0)) * len(dims) > MAX_ROWS:
         raise ValueError(f"max_rows={max_rows} × {len(dims)} dims exceeds {MAX_ROWS} chart rows; lower max_rows")
     if nr == n:
         frame = table_frame(table[:, dims])
@@ -405,6 +415,9 @@ def dimension_lines(
         )
     frame = reduce_table(table[:, dims], nr, how=how, start_pos=start_pos).drop(columns=["pos_end", "dimension_end"])
     frame["dimension"] = [dims[j] for j in frame["dimension"]]
+    if how == "minmax":  # repeat each line's last band at pos = its end, so that step-after draws it too
+        last = frame[frame["pos"] == frame["pos"].max()].assign(pos=start_pos + n)
+        frame = pd.concat([frame, last], ignore_index=True)
     what = {"minmax": "min–max range", "mean": "mean", "stride": "first value (naive subsampling)"}[how]
     chart = alt.Chart(frame, title=_title(title, f"{what} of each band of {_sizes(_edges(n, nr), 'position')}"))
     x = alt.X("pos:Q", title="pos", scale=alt.Scale(domain=[start_pos, start_pos + n], nice=False, zero=False))

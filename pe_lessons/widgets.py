@@ -162,13 +162,18 @@ class Explorer(widgets.VBox):
         self.update()
 
     def update(self, change: dict | None = None) -> alt.Chart:
-        """Rebuild the chart from the sliders (and redraw it in a kernel); returns it."""
+        """Rebuild the chart from the sliders (and redraw it in a kernel); returns it.
+
+        An empty window is widened to one row/column; one of more than :data:`MAX_CELLS` values
+        (possible with a large ``max_position``) is shortened to the positions that fit.
+        """
         if self._busy:
             return self.chart
         (p0, p1), (c0, c1) = self.positions.value, self.columns.value
         p1, c1 = max(p1, p0 + 1), max(c1, c0 + 1)  # a range slider can be dragged to an empty window
         if c1 > self.d_model.value:
             c0, c1 = max(0, self.d_model.value - 1), self.d_model.value
+        p1 = min(p1, p0 + MAX_CELLS // (c1 - c0))  # a wide max_position × d_model window: draw what fits
         width, height = self._size
         self.window = ((p0, p1), (c0, c1))
         self.chart = explorer_chart(self.d_model.value, self.base.value, (p0, p1), (c0, c1), width=width, height=height)

@@ -144,6 +144,11 @@ def test_apparent_period_reads_a_clean_sinusoid_and_refuses_flat_data():
     x = torch.arange(5000, dtype=torch.float64)
     assert abs(apparent_period(torch.sin(0.05 * x)) - 2 * math.pi / 0.05) < 0.05
     assert apparent_period([1.0, 2.0, 3.0]) == math.inf
+    # touching the mean is not crossing it: one sign change here (between samples 3 and 4), not two
+    assert apparent_period([-1.0, 0.0, -1.0, 0.0, 2.0, 0.0]) == math.inf
+    # a sign change across a run of exact zeros counts once, at the run's middle
+    assert apparent_period([1.0, 0.0, 0.0, -1.0, 0.0, 0.0, 1.0, 0.0, 0.0, -1.0]) == 6.0
+    assert apparent_period([1.0, -1.0, 1.0, -1.0], spacing=3) == 6.0
     with pytest.raises(ValueError):
         apparent_period(torch.zeros(3, 3))
     with pytest.raises(TypeError):
@@ -167,7 +172,23 @@ def test_dimension_lines_small_and_reduced():
         assert sorted({r["dimension"] for r in rows}) == [0, 64, 127]
         assert "tooltip" in d["encoding"]
     lines = plots.dimension_lines(big, [0], max_rows=100, start_pos=5)
-    assert len(lines.data) == 100 and lines.data["pos"].min() == 5
+    assert len(lines.data) == 101 and lines.data["pos"].min() == 5
+    # step-after needs the end of the last band: it is repeated at pos = start_pos + n, so no band is lost
+    end = lines.data[lines.data["pos"] == 5 + 45000]
+    last = lines.data.iloc[99]
+    assert len(end) == 1 and (end["min"].item(), end["max"].item()) == (last["min"], last["max"])
+    assert last["pos"] == 5 + 45000 - 450
+    lines = plots.dimension_lines(big, [0, 1], how="mean", max_rows=100)
+    assert len(lines.data) == 200 and lines.data["pos"].max() == 45000 - 450  # a line needs no end point
+
+
+def test_dimension_lines_default_reduction_fits_max_rows_with_the_end_points():
+    table = torch.zeros(10000, 5)
+    for how in plots.REDUCTIONS:
+        frame = plots.dimension_lines(table, [0, 1, 2, 3, 4], how=how).data
+        assert len(frame) <= MAX_ROWS and frame.groupby("dimension").size().nunique() == 1
+    exact = plots.dimension_lines(torch.zeros(1000, 5), [0, 1, 2, 3, 4], how="minmax").data
+    assert len(exact) == 5000 and exact["pos"].max() == 999  # small enough: every position, no bands
 
 
 def test_wavelength_chart_log_scale_and_values():

@@ -9,10 +9,6 @@ from pe_lessons.plots import MAX_ROWS
 from pe_lessons.widgets import Explorer, explorer_chart, pe_explorer
 
 
-def values(chart):
-    return chart.data
-
-
 def test_explorer_chart_window_matches_the_table():
     chart = explorer_chart(16, 10000.0, (10, 30), (2, 6))
     frame = chart.data
@@ -60,6 +56,15 @@ def test_changing_d_model_keeps_the_column_window_valid():
     ex.d_model.value = 32  # a window past the new width is clipped into it
     assert ex.columns.value[1] <= 32 and ex.columns.value[0] < ex.columns.value[1]
     assert ex.chart.data["dimension"].max() <= 31
+
+
+def test_a_window_beyond_max_cells_is_shortened_not_an_error():
+    from pe_lessons.widgets import MAX_CELLS
+
+    ex = pe_explorer(d_model=512, positions=(0, 100), max_position=100_000)
+    ex.positions.value = (0, 100_000)  # 51.2 M values: more than one window may compute
+    (p0, p1), (c0, c1) = ex.window
+    assert (p0, c0, c1) == (0, 0, 512) and p1 == MAX_CELLS // 512 and "pos 0–16383" in ex.chart.to_dict()["title"]["text"]
 
 
 def test_an_empty_window_is_widened_not_an_error():

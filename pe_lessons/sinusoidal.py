@@ -109,10 +109,14 @@ def _angle_addition_table(max_len: int, inv_freq: torch.Tensor, device: torch.de
     sin_f, cos_f = torch.sin(fine).to(**to), torch.cos(fine).to(**to)
     sin_c, cos_c = torch.sin(coarse).to(**to), torch.cos(coarse).to(**to)
     out = torch.empty(n_blocks, block, half, 2, **to)
+    tmp = torch.empty(n_blocks, block, half, **to)
     sin_c, cos_c = sin_c[:, None, :], cos_c[:, None, :]
     # sin(a + b) = sin a cos b + cos a sin b ;  cos(a + b) = cos a cos b - sin a sin b
-    torch.mul(sin_c, cos_f, out=out[..., 0]).addcmul_(cos_c, sin_f)
-    torch.mul(cos_c, cos_f, out=out[..., 1]).addcmul_(sin_c, sin_f, value=-1.0)
+    # Separate multiplies and adds (not addcmul): each is one IEEE rounding whatever the CPU's
+    # vector unit, while a fused multiply-add is used by some kernels and not others — the
+    # table is then bit-identical on every machine, and stored notebook outputs replay.
+    torch.mul(sin_c, cos_f, out=out[..., 0]).add_(torch.mul(cos_c, sin_f, out=tmp))
+    torch.mul(cos_c, cos_f, out=out[..., 1]).sub_(torch.mul(sin_c, sin_f, out=tmp))
     return out.view(n_blocks * block, 2 * half)[:max_len]
 
 

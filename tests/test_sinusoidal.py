@@ -152,3 +152,18 @@ def test_a_rows_values_do_not_depend_on_the_table_length():
     long = sinusoidal_table(5000, 32)
     for n in (1, 7, 255, 256, 257, 1000):
         assert torch.equal(sinusoidal_table(n, 32), long[:n])
+
+
+def test_float32_table_is_bit_identical_whatever_the_cpu_vector_unit():
+    """Stored notebook outputs must replay on other machines: no fused multiply-add in the table."""
+    import subprocess
+    import sys
+
+    code = ("import hashlib, sys; from pe_lessons import sinusoidal_table; "
+            "sys.stdout.write(hashlib.sha256(sinusoidal_table(70000, 32).numpy().tobytes()).hexdigest())")
+    import hashlib
+
+    here = hashlib.sha256(sinusoidal_table(70000, 32).numpy().tobytes()).hexdigest()
+    env = dict(__import__("os").environ, ATEN_CPU_CAPABILITY="default")
+    there = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert there == here

@@ -230,3 +230,13 @@ def test_main_device_cuda_without_a_gpu_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exit_info:
         bench.main(["--device", "cuda"])
     assert exit_info.value.code == 2 and "no CUDA GPU" in capsys.readouterr().err
+
+
+def test_nb08_checkers_accept_numpy_numbers():
+    np = pytest.importorskip("numpy")
+    from pe_lessons.exercises import nb08
+
+    n = np.prod(nb08.BIAS_SHAPE)  # a NumPy integer, as a student computing with np.prod gets
+    assert nb08.check_bytes_moved(4 * (2 * n + 768)).ok
+    assert nb08.check_predicted_time(np.float64(2 * np.prod(nb08.ROPE_SHAPE) * 2 / 2e12 * 1e6)).ok
+    assert not nb08.check_bytes_moved(np.bool_(True)).ok

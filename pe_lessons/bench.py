@@ -314,18 +314,23 @@ def measure(
     min_run_time: float = 0.1,
     rounds: int = 3,
     warmup: int = 2,
+    stat: str = "median",
 ) -> dict[str, float]:
     """Median seconds per call of each zero-argument function in ``fns``.
 
     Each function is called ``warmup`` times first (lazy allocation, caches, CUDA
     context), then timed by ``torch.utils.benchmark.Timer(num_threads=threads)``
     with ``blocked_autorange(min_run_time)`` in ``rounds`` interleaved rounds; the
-    result is the median of the per-round medians.
+    result is the median of the per-round medians (``stat="median"``), or their minimum
+    (``stat="min"``: the least disturbed round — other work on a shared machine only ever
+    adds time, so the best round is the steadier basis for comparing two operations).
     """
     device = _device(device)
     threads = _threads(threads)
     rounds = check_int("rounds", rounds, minimum=1)
     warmup = check_int("warmup", warmup, minimum=0)
+    if stat not in ("median", "min"):
+        raise ValueError(f'stat must be "median" or "min", got {stat!r}')
     if not (isinstance(min_run_time, (int, float)) and min_run_time > 0):
         raise ValueError(f"min_run_time must be a positive number of seconds, got {min_run_time!r}")
     previous = torch.get_num_threads()
@@ -342,7 +347,8 @@ def measure(
         for name, fn in fns.items():
             timer = Timer("fn()", globals={"fn": fn}, num_threads=threads, timer=_timer(device), label=name)
             per_round[name].append(timer.blocked_autorange(min_run_time=min_run_time).median)
-    return {name: statistics.median(times) for name, times in per_round.items()}
+    reduce = statistics.median if stat == "median" else min
+    return {name: reduce(times) for name, times in per_round.items()}
 
 
 def try_compile(fn: Callable[..., torch.Tensor], *example_args: object) -> tuple[Callable[..., torch.Tensor] | None, str]:

@@ -111,6 +111,7 @@ def test_main_quick_runs_and_prints(capsys):
         (lambda: bench.rope_reference(torch.ones(2, 4), "rotated"), ValueError),
         (lambda: bench.rope_reference(torch.ones(2, 4, dtype=torch.int64)), TypeError),
         (lambda: bench.measure({"f": lambda: None}, device=3), TypeError),
+        (lambda: bench.measure({"f": lambda: None}, stat="mean"), ValueError),
     ],
 )
 def test_bad_arguments_are_named(call, error):
@@ -240,3 +241,18 @@ def test_nb08_checkers_accept_numpy_numbers():
     assert nb08.check_bytes_moved(4 * (2 * n + 768)).ok
     assert nb08.check_predicted_time(np.float64(2 * np.prod(nb08.ROPE_SHAPE) * 2 / 2e12 * 1e6)).ok
     assert not nb08.check_bytes_moved(np.bool_(True)).ok
+
+
+def test_measure_min_is_the_best_round_and_never_above_the_median(monkeypatch):
+    per_call = iter([3e-3, 1e-3, 2e-3] * 2)  # the three rounds of one function, seen twice
+
+    class FakeTimer:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def blocked_autorange(self, min_run_time):
+            return type("M", (), {"median": next(per_call)})()
+
+    monkeypatch.setattr(bench, "Timer", FakeTimer)
+    assert bench.measure({"f": lambda: None}, rounds=3, stat="median") == {"f": 2e-3}
+    assert bench.measure({"f": lambda: None}, rounds=3, stat="min") == {"f": 1e-3}

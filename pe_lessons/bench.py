@@ -5,7 +5,8 @@ uses :class:`torch.utils.benchmark.Timer` with an explicit thread count, a
 warm-up before timing, and CUDA synchronisation around each timed block on a
 GPU. A case is timed in ``rounds`` interleaved rounds (all cases once, then all
 again, …) and reported as the median of the per-round medians, so a burst of
-other work on a shared machine hits every case alike.
+other work on a shared machine hits every case alike (``--stat min`` keeps the
+best round instead: steadier when the machine is busy).
 
 Each row gives the median time, a **ratio** to the suite's baseline
 (``torch.sin`` over a float32 tensor of the table's size for the sinusoidal
@@ -395,6 +396,7 @@ def bench_sinusoidal(
     threads: int | None = None,
     min_run_time: float = 0.1,
     rounds: int = 3,
+    stat: str = "median",
     loop_max_cells: int = LOOP_MAX_CELLS,
 ) -> list[dict]:
     """Time the ways of building a float32 sinusoidal table, with their accuracy.
@@ -428,7 +430,7 @@ def bench_sinusoidal(
         fns.update(builders)
         fns["torch.sin (baseline)"] = lambda: torch.sin(x)
         fns["clone"] = lambda: x.clone()
-        times = measure(fns, device=device, threads=threads, min_run_time=min_run_time, rounds=rounds)
+        times = measure(fns, device=device, threads=threads, min_run_time=min_run_time, rounds=rounds, stat=stat)
         exact = sinusoidal_table(max_len, d_model, dtype=torch.float64)
         if "python loop" in times:
             loop_per_cell = (times["python loop"] / cells, size)
@@ -460,6 +462,7 @@ def bench_rope(
     compile: bool | None = None,
     min_run_time: float = 0.1,
     rounds: int = 3,
+    stat: str = "median",
 ) -> list[dict]:
     """Time rotary embedding of a float32 ``x`` ``[batch, heads, seq, head_dim]`` at positions ``0 … seq-1``.
 
@@ -508,7 +511,7 @@ def bench_rope(
                 variants[cname] = (compiled, args, layout)
         fns = {name: (lambda fn=fn, args=args: fn(*args)) for name, (fn, args, _) in variants.items()}
         fns["clone"] = lambda: x.clone()
-        times = measure(fns, device=device, threads=threads, min_run_time=min_run_time, rounds=rounds)
+        times = measure(fns, device=device, threads=threads, min_run_time=min_run_time, rounds=rounds, stat=stat)
         block: list[dict] = []
         order = ["HF eager x*cos + rotate_half(x)*sin", "apply_rope interleaved", "apply_rope half"]
         order += [f"compiled {n}" for n in order] + ["clone"]
@@ -636,6 +639,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--compile", choices=["auto", "on", "off"], default="auto",
                         help="torch.compile'd RoPE variants: auto = on CUDA only (default), on, off")
     parser.add_argument("--rounds", type=int, default=None, help="interleaved timing rounds (default 3; 1 with --quick)")
+    parser.add_argument("--stat", choices=["median", "min"], default="median",
+                        help="across rounds: median (default) or min, the least disturbed round (steadier on a busy machine)")
     parser.add_argument("--keep-memory", action="store_true",
                         help="CPU: keep freed memory in the process (glibc mallopt), so eager formulas pay no page "
                              "faults for fresh intermediates (as with a GPU's caching allocator)")
@@ -652,6 +657,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.rounds < 1:
             parser.error("--rounds must be >= 1")
         timing["rounds"] = args.rounds
+    timing["stat"] = args.stat
     start = time.perf_counter()
     print(f"torch {torch.__version__}; CPU: {cpu_name()}, {torch.get_num_threads()} threads available")
     if args.keep_memory:

@@ -91,7 +91,7 @@ def test_check_targets_and_format_table():
 
 
 def test_main_quick_runs_and_prints(capsys):
-    assert bench.main(["--quick", "--device", "cpu", "--compile", "off", "--keep-memory"]) == 0
+    assert bench.main(["--quick", "--device", "cpu", "--compile", "off", "--keep-memory", "--stat", "min"]) == 0
     out = capsys.readouterr().out
     assert "sinusoidal on cpu" in out and "rope on cpu" in out and "total" in out and "allocator:" in out
     assert isinstance(bench.keep_freed_memory(), bool)
@@ -112,6 +112,8 @@ def test_main_quick_runs_and_prints(capsys):
         (lambda: bench.rope_reference(torch.ones(2, 4, dtype=torch.int64)), TypeError),
         (lambda: bench.measure({"f": lambda: None}, device=3), TypeError),
         (lambda: bench.measure({"f": lambda: None}, stat="mean"), ValueError),
+        (lambda: bench.bench_rope([(1, 1, 4, 8)], compile=False, stat="mean", **FAST), ValueError),
+        (lambda: bench.bench_sinusoidal([(4, 4)], stat="mean", **FAST), ValueError),
     ],
 )
 def test_bad_arguments_are_named(call, error):

@@ -5,7 +5,8 @@ uses :class:`torch.utils.benchmark.Timer` with an explicit thread count, a
 warm-up before timing, and CUDA synchronisation around each timed block on a
 GPU. A case is timed in ``rounds`` interleaved rounds (all cases once, then all
 again, …) and reported as the median of the per-round medians, so a burst of
-other work on a shared machine hits every case alike.
+other work on a shared machine hits every case alike (``--stat min`` keeps the
+best round instead: steadier when the machine is busy).
 
 Each row gives the median time, a **ratio** to the suite's baseline
 (``torch.sin`` over a float32 tensor of the table's size for the sinusoidal
@@ -40,6 +41,7 @@ import torch
 from torch.utils.benchmark import Timer
 
 from ._checks import check_base, check_d_model, check_float_tensor, check_int
+from .rotary import apply_rope
 from .sinusoidal import inverse_frequencies, pe_formula, sinusoidal_table
 
 __all__ = [
@@ -202,6 +204,9 @@ def _tensors(value: object) -> list[torch.Tensor]:
 
 
 _ALLOCATORS = {"empty", "empty_like", "empty_strided", "new_empty"}
+#: Python's augmented assignments (``x += y`` …): in place, unlike ``__invert__`` or ``__index__``.
+_INPLACE_DUNDERS = {f"__i{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
+                                             "matmul", "and", "or", "xor", "lshift", "rshift")}
 
 
 def _nbytes(tensors: Iterable[torch.Tensor]) -> int:
@@ -227,7 +232,7 @@ class _OpRecorder(torch.overrides.TorchFunctionMode):
         outputs = _tensors(out)
         if not outputs:
             return out
-        in_place = name.endswith("_") and not name.endswith("__") or name.startswith("__i")
+        in_place = (name.endswith("_") and not name.endswith("__")) or name in _INPLACE_DUNDERS
         if "out" in kwargs or in_place:
             kernel = True
         elif name in _ALLOCATORS:
@@ -310,18 +315,23 @@ def measure(
     min_run_time: float = 0.1,
     rounds: int = 3,
     warmup: int = 2,
+    stat: str = "median",
 ) -> dict[str, float]:
     """Median seconds per call of each zero-argument function in ``fns``.
 
     Each function is called ``warmup`` times first (lazy allocation, caches, CUDA
     context), then timed by ``torch.utils.benchmark.Timer(num_threads=threads)``
     with ``blocked_autorange(min_run_time)`` in ``rounds`` interleaved rounds; the
-    result is the median of the per-round medians.
+    result is the median of the per-round medians (``stat="median"``), or their minimum
+    (``stat="min"``: the least disturbed round — other work on a shared machine only ever
+    adds time, so the best round is the steadier basis for comparing two operations).
     """
     device = _device(device)
     threads = _threads(threads)
     rounds = check_int("rounds", rounds, minimum=1)
     warmup = check_int("warmup", warmup, minimum=0)
+    if stat not in ("median", "min"):
+        raise ValueError(f'stat must be "median" or "min", got {stat!r}')
     if not (isinstance(min_run_time, (int, float)) and min_run_time > 0):
         raise ValueError(f"min_run_time must be a positive number of seconds, got {min_run_time!r}")
     previous = torch.get_num_threads()
@@ -338,7 +348,8 @@ def measure(
         for name, fn in fns.items():
             timer = Timer("fn()", globals={"fn": fn}, num_threads=threads, timer=_timer(device), label=name)
             per_round[name].append(timer.blocked_autorange(min_run_time=min_run_time).median)
-    return {name: statistics.median(times) for name, times in per_round.items()}
+    reduce = statistics.median if stat == "median" else min
+    return {name: reduce(times) for name, times in per_round.items()}
 
 
 def try_compile(fn: Callable[..., torch.Tensor], *example_args: object) -> tuple[Callable[..., torch.Tensor] | None, str]:
@@ -369,8 +380,7 @@ def _finish(rows: list[dict], baseline: str, times: dict[str, float], nbytes: di
     """Fill ``median_ms``, ``ratio`` and ``gbps`` of measured rows from ``times`` (seconds)."""
     base_time = times[baseline]
     for row in rows:
-        t = times.get(row["variant"], row.get("_time", _NAN))
-        row.pop("_time", None)
+        t = times.get(row["variant"], _NAN)
         row["baseline"] = baseline
         if math.isnan(t):
             continue
@@ -386,6 +396,7 @@ def bench_sinusoidal(
     threads: int | None = None,
     min_run_time: float = 0.1,
     rounds: int = 3,
+    stat: str = "median",
     loop_max_cells: int = LOOP_MAX_CELLS,
 ) -> list[dict]:
     """Time the ways of building a float32 sinusoidal table, with their accuracy.
@@ -419,7 +430,7 @@ def bench_sinusoidal(
         fns.update(builders)
         fns["torch.sin (baseline)"] = lambda: torch.sin(x)
         fns["clone"] = lambda: x.clone()
-        times = measure(fns, device=device, threads=threads, min_run_time=min_run_time, rounds=rounds)
+        times = measure(fns, device=device, threads=threads, min_run_time=min_run_time, rounds=rounds, stat=stat)
         exact = sinusoidal_table(max_len, d_model, dtype=torch.float64)
         if "python loop" in times:
             loop_per_cell = (times["python loop"] / cells, size)
@@ -427,28 +438,20 @@ def bench_sinusoidal(
         elif device.type != "cpu":
             loop_row["note"] = "skipped: a Python loop runs on the CPU"
         elif loop_per_cell is not None:
-            loop_row["_time"] = loop_per_cell[0] * cells
+            times["python loop"] = loop_per_cell[0] * cells
             loop_row["note"] = f"extrapolated from {loop_per_cell[1]}"
         else:
             loop_row["note"] = f"skipped: over {loop_max_cells} cells and no smaller size timed"
-        rows.append(loop_row)
+        block = [loop_row]
         for name, build in builders.items():
             error = (build().cpu().double() - exact).abs().max().item()
-            rows.append(_row("sinusoidal", device, threads, size, name, max_abs_error=error))
-        rows.append(_row("sinusoidal", device, threads, size, "torch.sin (baseline)"))
-        rows.append(_row("sinusoidal", device, threads, size, "clone"))
-        nbytes = {r["variant"]: 4 * cells for r in rows[-6:]}
-        nbytes["torch.sin (baseline)"] = nbytes["clone"] = 8 * cells
-        _finish(rows[-6:], "torch.sin (baseline)", times, nbytes)
+            block.append(_row("sinusoidal", device, threads, size, name, max_abs_error=error))
+        block += [_row("sinusoidal", device, threads, size, name) for name in ("torch.sin (baseline)", "clone")]
+        nbytes = {r["variant"]: 4 * cells for r in block}  # a table: N float32 values written
+        nbytes["torch.sin (baseline)"] = nbytes["clone"] = 8 * cells  # read N, write N
+        _finish(block, "torch.sin (baseline)", times, nbytes)
+        rows += block
     return rows
-
-
-def _apply_rope() -> tuple[Callable[..., torch.Tensor] | None, str]:
-    try:
-        from .rotary import apply_rope
-    except ImportError as err:
-        return None, f"skipped: pe_lessons.rotary is not available ({err})"
-    return apply_rope, ""
 
 
 def bench_rope(
@@ -459,6 +462,7 @@ def bench_rope(
     compile: bool | None = None,
     min_run_time: float = 0.1,
     rounds: int = 3,
+    stat: str = "median",
 ) -> list[dict]:
     """Time rotary embedding of a float32 ``x`` ``[batch, heads, seq, head_dim]`` at positions ``0 … seq-1``.
 
@@ -475,7 +479,6 @@ def bench_rope(
         compile = device.type == "cuda"
     if not isinstance(compile, bool):
         raise TypeError(f"compile must be True, False or None (auto), got {compile!r}")
-    apply_rope, missing = _apply_rope()
     gen = torch.Generator().manual_seed(0)
     rows: list[dict] = []
     for shape in shapes:
@@ -488,14 +491,11 @@ def bench_rope(
         cos, sin = hf_cos_sin(shape[-2], shape[-1], device=device)
         eager: dict[str, tuple[Callable[..., torch.Tensor], tuple, str]] = {
             "HF eager x*cos + rotate_half(x)*sin": (hf_rope, (x, cos, sin), "half"),
+            "apply_rope interleaved": (lambda t: apply_rope(t, layout="interleaved"), (x,), "interleaved"),
+            "apply_rope half": (lambda t: apply_rope(t, layout="half"), (x,), "half"),
         }
-        if apply_rope is not None:
-            eager["apply_rope interleaved"] = (lambda t: apply_rope(t, layout="interleaved"), (x,), "interleaved")
-            eager["apply_rope half"] = (lambda t: apply_rope(t, layout="half"), (x,), "half")
         variants = dict(eager)
         notes: dict[str, str] = {}
-        if apply_rope is None:
-            notes["apply_rope interleaved"] = notes["apply_rope half"] = missing
         for fn, args, _ in eager.values():
             fn(*args)  # eager warm-up: apply_rope's cached tables grow here, not inside a compiled graph
         for name, (fn, args, layout) in eager.items():
@@ -509,12 +509,9 @@ def bench_rope(
                 notes[cname] = "skipped: " + reason
             else:
                 variants[cname] = (compiled, args, layout)
-        if apply_rope is None:
-            for name in ("compiled apply_rope interleaved", "compiled apply_rope half"):
-                notes[name] = missing
         fns = {name: (lambda fn=fn, args=args: fn(*args)) for name, (fn, args, _) in variants.items()}
         fns["clone"] = lambda: x.clone()
-        times = measure(fns, device=device, threads=threads, min_run_time=min_run_time, rounds=rounds)
+        times = measure(fns, device=device, threads=threads, min_run_time=min_run_time, rounds=rounds, stat=stat)
         block: list[dict] = []
         order = ["HF eager x*cos + rotate_half(x)*sin", "apply_rope interleaved", "apply_rope half"]
         order += [f"compiled {n}" for n in order] + ["clone"]
@@ -642,20 +639,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--compile", choices=["auto", "on", "off"], default="auto",
                         help="torch.compile'd RoPE variants: auto = on CUDA only (default), on, off")
     parser.add_argument("--rounds", type=int, default=None, help="interleaved timing rounds (default 3; 1 with --quick)")
+    parser.add_argument("--stat", choices=["median", "min"], default="median",
+                        help="across rounds: median (default) or min, the least disturbed round (steadier on a busy machine)")
     parser.add_argument("--keep-memory", action="store_true",
                         help="CPU: keep freed memory in the process (glibc mallopt), so eager formulas pay no page "
                              "faults for fresh intermediates (as with a GPU's caching allocator)")
     args = parser.parse_args(argv)
     if args.threads is not None and args.threads < 1:
         parser.error("--threads must be >= 1")
-    devices = ["cpu"] if args.device == "cpu" else []
-    if args.device in ("cuda", "all"):
-        if torch.cuda.is_available():
-            devices.append("cuda")
-        elif args.device == "cuda":
-            parser.error("--device cuda: no CUDA GPU is available here")
-    if args.device == "all":
-        devices.insert(0, "cpu")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA GPU is available here")
+    devices = {"cpu": ["cpu"], "cuda": ["cuda"], "all": ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])}[args.device]
     compile_flag = {"auto": None, "on": True, "off": False}[args.compile]
     sin_sizes, rope_shapes = (SIN_SIZES_QUICK, ROPE_SHAPES_QUICK) if args.quick else (SIN_SIZES, ROPE_SHAPES)
     timing = dict(min_run_time=0.02, rounds=1) if args.quick else dict(min_run_time=0.1, rounds=3)
@@ -663,6 +657,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.rounds < 1:
             parser.error("--rounds must be >= 1")
         timing["rounds"] = args.rounds
+    timing["stat"] = args.stat
     start = time.perf_counter()
     print(f"torch {torch.__version__}; CPU: {cpu_name()}, {torch.get_num_threads()} threads available")
     if args.keep_memory:

@@ -91,7 +91,7 @@ def test_check_targets_and_format_table():
 
 
 def test_main_quick_runs_and_prints(capsys):
-    assert bench.main(["--quick", "--device", "cpu", "--compile", "off", "--keep-memory"]) == 0
+    assert bench.main(["--quick", "--device", "cpu", "--compile", "off", "--keep-memory", "--stat", "min"]) == 0
     out = capsys.readouterr().out
     assert "sinusoidal on cpu" in out and "rope on cpu" in out and "total" in out and "allocator:" in out
     assert isinstance(bench.keep_freed_memory(), bool)
@@ -111,6 +111,9 @@ def test_main_quick_runs_and_prints(capsys):
         (lambda: bench.rope_reference(torch.ones(2, 4), "rotated"), ValueError),
         (lambda: bench.rope_reference(torch.ones(2, 4, dtype=torch.int64)), TypeError),
         (lambda: bench.measure({"f": lambda: None}, device=3), TypeError),
+        (lambda: bench.measure({"f": lambda: None}, stat="mean"), ValueError),
+        (lambda: bench.bench_rope([(1, 1, 4, 8)], compile=False, stat="mean", **FAST), ValueError),
+        (lambda: bench.bench_sinusoidal([(4, 4)], stat="mean", **FAST), ValueError),
     ],
 )
 def test_bad_arguments_are_named(call, error):
@@ -175,3 +178,83 @@ def test_nb08_checkers_accept_the_answer_and_name_the_likely_mistake():
     assert not nb08.check_predicted_time(None).ok
     with pytest.raises(ValueError):
         nb08.check_predicted_time(1.0, kernel="slow")
+
+
+def _target_rows(sin_ratio, sin_error, inter_ratio, half_ratio, inter_speedup, half_speedup):
+    def row(suite, size, variant, **values):
+        return bench._row(suite, torch.device("cpu"), 1, size, variant, **values)
+
+    return [
+        row("sinusoidal", "65536x64", "pe_lessons sinusoidal_table", ratio=sin_ratio, max_abs_error=sin_error),
+        row("rope", "4x8x1024x64", "apply_rope interleaved", ratio=inter_ratio, speedup_vs_hf=inter_speedup),
+        row("rope", "4x8x1024x64", "apply_rope half", ratio=half_ratio, speedup_vs_hf=half_speedup),
+    ]
+
+
+def test_check_targets_judges_each_limit_in_the_right_direction():
+    met = bench.check_targets(_target_rows(1.9, 4e-7, 1.9, 2.9, 1.6, 1.6))
+    assert [t["met"] for t in met] == [True] * len(bench.TARGETS)
+    missed = bench.check_targets(_target_rows(2.1, 6e-7, 2.1, 3.1, 1.4, 1.4))
+    assert [t["met"] for t in missed] == [False] * len(bench.TARGETS)
+    assert [t["measured"] for t in missed] == [2.1, 6e-7, 2.1, 3.1, 1.4, 1.4]
+
+
+def test_gbps_is_the_compulsory_bytes_over_the_median_time():
+    rows = bench.bench_sinusoidal([(32, 8)], **FAST) + bench.bench_rope([(1, 2, 8, 8)], compile=False, **FAST)
+    for row in filter(measured, rows):
+        if row["suite"] == "rope":
+            nbytes = 2 * 4 * (1 * 2 * 8 * 8)  # read x, write the result
+        elif row["variant"] in ("torch.sin (baseline)", "clone"):
+            nbytes = 8 * 32 * 8
+        else:
+            nbytes = 4 * 32 * 8  # a table is only written
+        assert row["gbps"] == pytest.approx(nbytes / (row["median_ms"] * 1e-3) / 1e9, rel=1e-9), row["variant"]
+    loop = next(r for r in rows if r["variant"] == "python loop")
+    assert loop["ratio"] == pytest.approx(loop["median_ms"] / next(
+        r["median_ms"] for r in rows if r["variant"] == "torch.sin (baseline)"), rel=1e-9)
+
+
+def test_trace_ops_sees_augmented_assignment_and_unary_invert_as_kernels():
+    x, y = torch.ones(3, 4), torch.ones(3, 4)
+    flags = torch.ones(3, 4, dtype=torch.bool)
+
+    def fn(a, b, m):
+        a += b
+        return ~m
+
+    ops = bench.trace_ops(fn, x, y, flags)
+    assert [o["op"] for o in ops] == ["add_", "invert"]  # x += y reaches torch as add_
+    assert all(o["kernel"] for o in ops)
+    assert ops[1]["read_bytes"] == ops[1]["write_bytes"] == 12
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message when no GPU is present")
+def test_main_device_cuda_without_a_gpu_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--device", "cuda"])
+    assert exit_info.value.code == 2 and "no CUDA GPU" in capsys.readouterr().err
+
+
+def test_nb08_checkers_accept_numpy_numbers():
+    np = pytest.importorskip("numpy")
+    from pe_lessons.exercises import nb08
+
+    n = np.prod(nb08.BIAS_SHAPE)  # a NumPy integer, as a student computing with np.prod gets
+    assert nb08.check_bytes_moved(4 * (2 * n + 768)).ok
+    assert nb08.check_predicted_time(np.float64(2 * np.prod(nb08.ROPE_SHAPE) * 2 / 2e12 * 1e6)).ok
+    assert not nb08.check_bytes_moved(np.bool_(True)).ok
+
+
+def test_measure_min_is_the_best_round_and_never_above_the_median(monkeypatch):
+    per_call = iter([3e-3, 1e-3, 2e-3] * 2)  # the three rounds of one function, seen twice
+
+    class FakeTimer:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def blocked_autorange(self, min_run_time):
+            return type("M", (), {"median": next(per_call)})()
+
+    monkeypatch.setattr(bench, "Timer", FakeTimer)
+    assert bench.measure({"f": lambda: None}, rounds=3, stat="median") == {"f": 2e-3}
+    assert bench.measure({"f": lambda: None}, rounds=3, stat="min") == {"f": 1e-3}

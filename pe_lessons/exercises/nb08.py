@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 from ._feedback import Feedback, failed, not_done, passed
 
@@ -19,7 +20,7 @@ GPU_BANDWIDTH = 2.0e12
 def _number(answer: object) -> float | None:
     if answer is None or answer is Ellipsis:
         return None
-    if isinstance(answer, bool) or not isinstance(answer, (int, float)):
+    if isinstance(answer, bool) or not isinstance(answer, numbers.Real):  # numbers.Real: NumPy scalars too
         raise TypeError
     return float(answer)
 

@@ -513,23 +513,14 @@ def similarity_heatmap(
         nr = _bands(n, max_rows if max_rows is not None else side)
         nc = _bands(m, max(1, MAX_ROWS // nr) if max_rows is not None else side)
     if (nr, nc) == (n, m):
-        frame = table_frame(sim).rename(columns={"pos": "p", "dimension": "q", "value": "score"})
-        return (
-            alt.Chart(frame, title=title)
-            .mark_rect()
-            .encode(
-                x=alt.X("q:O", title="q (pos)", axis=alt.Axis(labelOverlap=True)),
-                y=alt.Y("p:O", title="p (pos)", axis=alt.Axis(labelOverlap=True)),
-                color=alt.Color("score:Q", scale=alt.Scale(scheme="viridis"), title="score"),
-                tooltip=["p", "q", "score"],
-            )
-            .properties(width=width, height=height)
-        )
-    frame = reduce_table(sim, nr, nc, how="mean").drop(columns=["pos_end", "dimension_end"])
+        frame = table_frame(sim)
+    else:
+        frame = reduce_table(sim, nr, nc, how="mean").drop(columns=["pos_end", "dimension_end"])
+        subtitle = f"each cell: mean of {_sizes(_edges(n, nr), 'position')} × {_sizes(_edges(m, nc), 'position')}"
+        title = _title(title, subtitle)
     frame = frame.rename(columns={"pos": "p", "dimension": "q", "value": "score"})
-    subtitle = f"each cell: mean of {_sizes(_edges(n, nr), 'position')} × {_sizes(_edges(m, nc), 'position')}"
     return (
-        alt.Chart(frame, title=_title(title, subtitle))
+        alt.Chart(frame, title=title)
         .mark_rect()
         .encode(
             x=alt.X("q:O", title="q (pos)", axis=alt.Axis(labelOverlap=True)),

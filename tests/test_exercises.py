@@ -3,7 +3,6 @@ and says "not answered yet" for the placeholder."""
 
 import math
 
-import pytest
 import torch
 
 from pe_lessons import exercises as ex

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -42,3 +46,14 @@ NOT_DONE = "Not answered yet: replace the `...` / `None` placeholder with your a
 
 def not_done() -> Feedback:
     return Feedback(False, NOT_DONE)
+
+
+def attempt(label: str, fn: Callable[..., T], *args: object) -> tuple[T | None, Feedback | None]:
+    """Run the student's code: ``(result, None)``, or ``(None, feedback)`` when it is still a
+    placeholder (``NotImplementedError``) or raises — the feedback shows their error briefly."""
+    try:
+        return fn(*args), None
+    except NotImplementedError:
+        return None, not_done()
+    except Exception as err:
+        return None, failed(f"{label} raised {type(err).__name__}: {err}")

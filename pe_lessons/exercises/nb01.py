@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable
 
 from ..sinusoidal import pe_formula
-from ._feedback import Feedback, failed, not_done, passed
+from ._feedback import Feedback, attempt, failed, not_done, passed
 
 __all__ = ["check_pe_row", "check_wavelength", "check_first_slow_column"]
 
@@ -19,12 +19,9 @@ def check_pe_row(my_pe: Callable[[int, int], list[float]] | None, pos: int = 5, 
     """Check a student's ``my_pe(pos, d_model) -> list[float]`` against the paper's formula."""
     if my_pe is None or my_pe is Ellipsis:
         return not_done()
-    try:
-        row = [float(v) for v in my_pe(pos, d_model)]
-    except NotImplementedError:
-        return not_done()
-    except Exception as err:  # show the student their own error, briefly
-        return failed(f"my_pe({pos}, {d_model}) raised {type(err).__name__}: {err}")
+    row, problem = attempt(f"my_pe({pos}, {d_model})", lambda: [float(v) for v in my_pe(pos, d_model)])
+    if problem is not None:
+        return problem
     want = pe_formula(pos, d_model)
     if len(row) != d_model:
         return failed(f"my_pe({pos}, {d_model}) returned {len(row)} numbers; a row has d_model = {d_model} (one sin and one cos per pair).")

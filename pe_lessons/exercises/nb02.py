@@ -8,7 +8,7 @@ from collections.abc import Callable
 import torch
 
 from ..sinusoidal import sinusoidal_table
-from ._feedback import Feedback, failed, not_done, passed
+from ._feedback import Feedback, attempt, failed, not_done, passed
 
 __all__ = ["check_table_function", "check_angle_spacing"]
 
@@ -17,12 +17,9 @@ def check_table_function(my_table: Callable[[int, int], torch.Tensor] | None, ma
     """Check ``my_table(max_len, d_model)``: shape, layout, and accuracy out to large positions."""
     if my_table is None or my_table is Ellipsis:
         return not_done()
-    try:
-        table = my_table(max_len, d_model)
-    except NotImplementedError:
-        return not_done()
-    except Exception as err:
-        return failed(f"my_table({max_len}, {d_model}) raised {type(err).__name__}: {err}")
+    table, problem = attempt(f"my_table({max_len}, {d_model})", my_table, max_len, d_model)
+    if problem is not None:
+        return problem
     if not isinstance(table, torch.Tensor):
         return failed(f"my_table must return a torch.Tensor, got {type(table).__name__}.")
     if tuple(table.shape) != (max_len, d_model):
@@ -65,4 +62,4 @@ def check_angle_spacing(answer: float | None, angle: float = 50000.0) -> Feedbac
         return failed("That is float64's spacing (52 fraction bits); float32 has 23.")
     if math.isclose(answer, 2.0 ** -23, rel_tol=1e-6) or math.isclose(answer, 2.0 ** -24, rel_tol=1e-6):
         return failed(f"That is the spacing near 1. Near {angle:g} it is 2^(e-23) with e = floor(log2({angle:g})) = {exponent}.")
-    return failed(f"Not quite: the spacing near x is 2^(floor(log2 x) - 23) for float32.")
+    return failed("Not quite: the spacing near x is 2^(floor(log2 x) - 23) for float32.")

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
-from ._feedback import Feedback, failed, not_done, passed
+from ._feedback import Feedback, attempt, failed, not_done, passed
 
 __all__ = ["check_learned_module", "check_predicted_error", "check_failing_lengths"]
 
@@ -28,12 +28,9 @@ def check_learned_module(cls: type | None, max_len: int = 6, d_model: int = 4) -
 
 
 def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
-    try:
-        module = cls(max_len, d_model)
-    except NotImplementedError:
-        return not_done()
-    except Exception as err:
-        return failed(f"{getattr(cls, '__name__', 'your class')}({max_len}, {d_model}) raised {type(err).__name__}: {err}")
+    module, problem = attempt(f"{getattr(cls, '__name__', 'your class')}({max_len}, {d_model})", cls, max_len, d_model)
+    if problem is not None:
+        return problem
     if not isinstance(module, nn.Module):
         return failed("Make it an nn.Module (class MyLearned(nn.Module), with super().__init__()) so the optimizer finds its table.")
     tables = [p for p in module.parameters() if p.shape == (max_len, d_model)]
@@ -45,12 +42,9 @@ def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
         return failed(f"No trainable table of shape [max_len, d_model] = [{max_len}, {d_model}] found (parameters: {shapes}).")
     table = tables[0]
     x = torch.randn(2, max_len - 2, d_model)
-    try:
-        out = module(x)
-    except NotImplementedError:
-        return not_done()
-    except Exception as err:
-        return failed(f"forward on x of shape {list(x.shape)} raised {type(err).__name__}: {err}")
+    out, problem = attempt(f"forward on x of shape {list(x.shape)}", module, x)
+    if problem is not None:
+        return problem
     if not isinstance(out, torch.Tensor) or out.shape != x.shape:
         shape = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         return failed(f"forward must return a tensor shaped like x, {list(x.shape)}; got {shape}.")

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import torch
 
 from ..rotary import apply_rope, to_half_layout, to_interleaved_layout
-from ._feedback import Feedback, failed, not_done, passed
+from ._feedback import Feedback, attempt, failed, not_done, passed
 
 __all__ = ["check_rotate_half", "check_to_half_layout", "check_score_prediction"]
 
@@ -19,12 +19,9 @@ def _probe(d: int = 8) -> torch.Tensor:
 
 
 def _call(fn: Callable[[torch.Tensor], object], x: torch.Tensor, name: str) -> torch.Tensor | Feedback:
-    try:
-        out = fn(x.clone())
-    except NotImplementedError:
-        return not_done()
-    except Exception as err:  # show the student their own error, briefly
-        return failed(f"{name}(x) raised {type(err).__name__}: {err}")
+    out, problem = attempt(f"{name}(x)", fn, x.clone())
+    if problem is not None:
+        return problem
     if out is None or out is Ellipsis:
         return not_done()
     if not isinstance(out, torch.Tensor):

@@ -171,73 +171,103 @@ def _complex_ready(x: torch.Tensor) -> bool:
     return x.stride(-1) == 1 and x.storage_offset() % 2 == 0 and all(s % 2 == 0 for s in x.stride()[:-1])
 
 
-def _layout_tables(cos: torch.Tensor, sin: torch.Tensor, layout: str) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The two tables :func:`_rotate` uses for ``layout``, from cos and sin (``[n, head_dim/2]``).
+def _layout_tables(cos: torch.Tensor, sin: torch.Tensor, layout: str) -> tuple[torch.Tensor, ...]:
+    """The tables :func:`_rotate` uses for ``layout``, from cos and sin (``[n, head_dim/2]``).
 
-    interleaved: ``(cos + i·sin, None)`` — exact, it only packs the two — or ``(cos, sin)``
-    where the device has no complex type; half: ``([cos | cos], [-sin | sin])``.
+    interleaved: ``(cos + i·sin,)`` — exact, it only packs the two — or ``(cos, sin)``
+    where the device has no complex type; half: ``([cos | cos], -sin, sin)``.
     """
     with torch.inference_mode(False), torch.no_grad():  # cached tables must be usable with autograd later
         if layout == "half":
-            return torch.cat((cos, cos), dim=-1), torch.cat((-sin, sin), dim=-1)
+            return torch.cat((cos, cos), dim=-1), -sin, sin
         try:
-            return torch.complex(cos, sin), None
+            return (torch.complex(cos, sin),)
         except (RuntimeError, TypeError):  # pragma: no cover - devices without complex support
             return cos, sin
 
 
-def _rotate(x: torch.Tensor, first: torch.Tensor, second: torch.Tensor | None, layout: str, inverse: bool) -> torch.Tensor:
+def _rotate(x: torch.Tensor, tables: tuple[torch.Tensor, ...], layout: str, inverse: bool) -> torch.Tensor:
     """Rotate ``x`` (``[..., seq, head_dim]``, any float dtype) with the tables of :func:`_layout_tables`.
 
     ``inverse`` rotates by the opposite angles. Computes in the tables' precision and returns ``x.dtype``.
     """
-    work = first.real.dtype if first.is_complex() else first.dtype
-    xw = x.to(work)
-    half = x.shape[-1] // 2
-    sign = -1.0 if inverse else 1.0
-    if second is None:  # interleaved, complex table: one pass over x
-        if not _complex_ready(xw):
+    first = tables[0]
+    work = first.dtype if layout == "half" or len(tables) == 2 else first.real.dtype
+    xw = x if x.dtype == work else x.to(work)
+    if layout == "half" and _compiling():
+        out = _rotate_fusable(xw, tables, inverse)
+    elif len(tables) == 1:  # interleaved, complex table: one pass over x
+        if _compiling() or not _complex_ready(xw):  # (strides and offsets are not traceable: copy when needed)
             xw = xw.contiguous()
-        z = torch.view_as_complex(xw.unflatten(-1, (half, 2)))
+        z = torch.view_as_complex(xw.unflatten(-1, (xw.shape[-1] // 2, 2)))
         # (a + ib)(cos + i·sin) = (a·cos - b·sin) + i(a·sin + b·cos): pair (2i, 2i+1) turned by the angle
         out = torch.view_as_real(z * (first.conj() if inverse else first)).flatten(-2)
     elif layout == "half":
-        # y = [a | b]·[cos | cos] + [b | a]·[-sin | sin]  (y_a = a·cos - b·sin, y_b = b·cos + a·sin):
+        # y = [a | b]·[cos | cos] + [b·(-sin) | a·sin]  (y_a = a·cos - b·sin, y_b = b·cos + a·sin):
         # the sin terms go straight into the two halves of the output (no rotate_half copy),
-        # then one contiguous multiply-add over the whole tensor adds the cos terms.
-        if inverse:
-            second = -second
-        out = torch.empty(xw.shape, dtype=work, device=xw.device)
-        torch.mul(xw[..., half:], second[..., :half], out=out[..., :half])
-        torch.mul(xw[..., :half], second[..., half:], out=out[..., half:])
+        # then one multiply-add over the whole tensor adds the cos terms. Five passes' worth of
+        # memory traffic (read x, write out; read out and x, write out) against clone's two.
+        # The inverse rotation (-θ) swaps the roles of -sin and sin.
+        neg_sin, sin = (tables[2], tables[1]) if inverse else (tables[1], tables[2])
+        out = torch.empty_like(xw)
+        xa, xb = xw.chunk(2, -1)
+        oa, ob = out.chunk(2, -1)
+        torch.mul(xb, neg_sin, out=oa)
+        torch.mul(xa, sin, out=ob)
         out.addcmul_(xw, first)
     else:  # interleaved without complex support
+        second = tables[1]
+        sign = -1.0 if inverse else 1.0
         out = torch.empty(xw.shape, dtype=work, device=xw.device)
         xa, xb, oa, ob = xw[..., 0::2], xw[..., 1::2], out[..., 0::2], out[..., 1::2]
         torch.mul(xa, first, out=oa).addcmul_(xb, second, value=-sign)
         torch.mul(xb, first, out=ob).addcmul_(xa, second, value=sign)
-    return out.to(x.dtype)
+    return out if out.dtype == x.dtype else out.to(x.dtype)
+
+
+def _compiling() -> bool:
+    """Is this code being traced by ``torch.compile``?"""
+    is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    return bool(is_compiling and is_compiling())
+
+
+def _rotate_fusable(xw: torch.Tensor, tables: tuple[torch.Tensor, ...], inverse: bool) -> torch.Tensor:
+    """The half-layout rotation as one out-of-place expression, for ``torch.compile`` to fuse.
+
+    Eager PyTorch runs each operation as its own pass over memory, which is why :func:`_rotate`
+    writes into a preallocated output; a compiler instead fuses this formula into one loop that
+    reads ``x`` once and writes the result once (a ``clone``'s traffic), while the writes into
+    views of the eager version would be traced back into copies. (The interleaved layout's
+    complex multiplication is a single pass already.)
+    """
+    first, neg_sin, sin = tables
+    if inverse:
+        neg_sin, sin = sin, neg_sin
+    cos = first[..., : first.shape[-1] // 2]
+    a, b = xw.chunk(2, -1)
+    return torch.cat((a * cos + b * neg_sin, b * cos + a * sin), dim=-1)
 
 
 class _RopeFunction(torch.autograd.Function):
     """Rotation with its exact adjoint: the gradient of ``R_m x`` is ``R_{-m}`` applied to the incoming gradient."""
 
     @staticmethod
-    def forward(ctx, x, first, second, layout, inverse):  # type: ignore[override]
-        ctx.tables = (first, second)
+    def forward(ctx, x, layout, inverse, *tables):  # type: ignore[override]
+        ctx.tables = tables
         ctx.layout = layout
         ctx.inverse = inverse
-        return _rotate(x, first, second, layout, inverse)
+        return _rotate(x, tables, layout, inverse)
 
     @staticmethod
     def backward(ctx, grad):  # type: ignore[override]
-        return _RopeFunction.apply(grad, *ctx.tables, ctx.layout, not ctx.inverse), None, None, None, None
+        tables = ctx.tables
+        return (_RopeFunction.apply(grad, ctx.layout, not ctx.inverse, *tables), None, None) + (None,) * len(tables)
 
 
-def _apply(x: torch.Tensor, tables: tuple[torch.Tensor, torch.Tensor | None], layout: str) -> torch.Tensor:
-    if torch.is_grad_enabled() and x.requires_grad:
-        return _RopeFunction.apply(x, *tables, layout, False)
-    return _rotate(x, *tables, layout, False)
+def _apply(x: torch.Tensor, tables: tuple[torch.Tensor, ...], layout: str) -> torch.Tensor:
+    if x.requires_grad and torch.is_grad_enabled():
+        return _RopeFunction.apply(x, layout, False, *tables)
+    return _rotate(x, tables, layout, False)
 
 
 # --------------------------------------------------------------------------- module
@@ -270,7 +300,9 @@ class RotaryEmbedding(nn.Module):
         self.layout = _check_layout(layout)
         self.register_buffer("cos", torch.empty(0, self.head_dim // 2), persistent=False)
         self.register_buffer("sin", torch.empty(0, self.head_dim // 2), persistent=False)
-        self._derived: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]] = {}
+        self._derived: dict[str, tuple[torch.Tensor, tuple[torch.Tensor, ...]]] = {}
+        # the last tables(None, seq, ...) answer per layout, so repeated calls skip the slicing
+        self._recent: dict[str, tuple[tuple, torch.Tensor, tuple[torch.Tensor, ...]]] = {}
 
     @property
     def max_len(self) -> int:
@@ -291,29 +323,35 @@ class RotaryEmbedding(nn.Module):
         rows = min(1 << (want - 1).bit_length(), self.max_cached_len)
         self.cos, self.sin = _cos_sin(torch.arange(rows), rope_frequencies(self.head_dim, self.base), device, dtype)
 
-    def _cached_layout_tables(self, layout: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _cached_layout_tables(self, layout: str) -> tuple[torch.Tensor, ...]:
         """:func:`_layout_tables` of the whole cache, rebuilt when ``cos`` was replaced (growth, ``.to()``)."""
         entry = self._derived.get(layout)
         if entry is None or entry[0] is not self.cos:
-            entry = self._derived[layout] = (self.cos, *_layout_tables(self.cos, self.sin, layout))
-        return entry[1], entry[2]
+            entry = self._derived[layout] = (self.cos, _layout_tables(self.cos, self.sin, layout))
+        return entry[1]
 
     def tables(
         self, positions: torch.Tensor | None, seq: int, device: torch.device, dtype: torch.dtype, layout: str
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    ) -> tuple[torch.Tensor, ...]:
         """The rotation tables for ``positions`` (``None``: ``0 … seq-1``) in ``layout``, one row per position.
 
         ``positions`` must already be a checked int64 tensor on ``device`` (see :func:`apply_rope`).
         """
         if positions is None:
+            key = (seq, device, dtype)
+            recent = self._recent.get(layout)
+            if recent is not None and recent[0] == key and recent[1] is self._buffers["cos"]:
+                return recent[2]
             if seq <= self.max_cached_len:
                 self._ensure(seq, device, dtype)
-                return tuple(t if t is None else t[:seq] for t in self._cached_layout_tables(layout))  # type: ignore[return-value]
+                answer = tuple(t[:seq] for t in self._cached_layout_tables(layout))
+                self._recent[layout] = (key, self.cos, answer)
+                return answer
             positions = torch.arange(seq, device=device)
         lo, hi = (int(v) for v in torch.aminmax(positions)) if positions.numel() else (0, -1)
         if 0 <= lo and hi < self.max_cached_len:
             self._ensure(hi + 1, device, dtype)
-            return tuple(t if t is None else t.index_select(0, positions) for t in self._cached_layout_tables(layout))  # type: ignore[return-value]
+            return tuple(t.index_select(0, positions) for t in self._cached_layout_tables(layout))
         # negative or very large positions: exact float64 angles, not cached
         cos, sin = _cos_sin(positions, rope_frequencies(self.head_dim, self.base), device, dtype)
         return _layout_tables(cos, sin, layout)

@@ -402,3 +402,51 @@ def test_toy_model_rotary_scheme_uses_apply_rope():
     # and it trains (gradients flow through apply_rope)
     history = toy.train(model, task, seq_len=8, steps=3, batch_size=8)
     assert len(history) == 3 and history["loss"].notna().all()
+
+
+# --------------------------------------------------------------------------- under torch.compile
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("inverse", [False, True])
+def test_fusable_half_formula_equals_the_eager_one(dtype, inverse):
+    """The out-of-place formula used under torch.compile is the same rotation as the eager kernels."""
+    from pe_lessons import rotary
+
+    x = torch.randn(2, 3, 40, 16, dtype=dtype)
+    tables = RotaryEmbedding(16, layout="half").to(dtype=dtype).tables(None, 40, x.device, dtype, "half")
+    eager = rotary._rotate(x, tables, "half", inverse)
+    fused = rotary._rotate_fusable(x, tables, inverse)
+    torch.testing.assert_close(fused, eager, rtol=0, atol=1e-6 if dtype == torch.float32 else 1e-14)
+    positions = [-m for m in range(40)] if inverse else list(range(40))  # the inverse of R_m is R_-m
+    assert (fused.double() - ref_rotate_half(x, positions)).abs().max() <= (1e-5 if dtype == torch.float32 else 1e-12)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_apply_rope_traces_into_one_graph_and_matches_eager_when_compiled(layout):
+    """torch.compile sees apply_rope whole (no graph break) and computes the same values and gradients.
+
+    The ``aot_eager`` backend traces and runs the graph without generating C++, so this stays fast.
+    """
+    import torch._dynamo
+
+    def f(t):
+        return apply_rope(t, layout=layout)
+
+    x = torch.randn(2, 3, 24, 8, dtype=torch.float64)
+    f(x)  # the cached table is built eagerly first, as a model's first call would
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(f)(x)
+    assert explained.graph_count == 1 and explained.graph_break_count == 0, explained.break_reasons
+    if layout == "half":  # the out-of-place formula a compiler can fuse, not the eager writes into views
+        targets = {node.target for node in explained.graphs[0].graph.nodes}
+        assert torch.cat in targets and torch.empty_like not in targets
+    compiled = torch.compile(f, backend="aot_eager", dynamic=False)
+    xc = x.clone().requires_grad_()
+    xe = x.clone().requires_grad_()
+    out_c, out_e = compiled(xc), f(xe)
+    torch.testing.assert_close(out_c, out_e, rtol=0, atol=1e-12)
+    (out_c * torch.arange(8.0, dtype=torch.float64)).sum().backward()
+    (out_e * torch.arange(8.0, dtype=torch.float64)).sum().backward()
+    torch.testing.assert_close(xc.grad, xe.grad, rtol=0, atol=1e-12)
+    torch._dynamo.reset()

@@ -118,6 +118,18 @@ def rerun_inside_venv(args: argparse.Namespace) -> int | None:
     return run([python, __file__, args.command, *flags, *names], env=course_env())
 
 
+def merge_streams(outputs: list) -> list:
+    """Consecutive stream outputs of the same name (stdout, stderr) joined into one."""
+    merged: list = []
+    for out in outputs:
+        if out.get("output_type") == "stream" and merged and merged[-1].get("output_type") == "stream" \
+                and merged[-1].get("name") == out.get("name"):
+            merged[-1]["text"] = merged[-1]["text"] + out["text"]
+        else:
+            merged.append(out)
+    return merged
+
+
 def cmd_execute(args: argparse.Namespace) -> int:
     if (code := rerun_inside_venv(args)) is not None:
         return code
@@ -135,6 +147,9 @@ def cmd_execute(args: argparse.Namespace) -> int:
         NotebookClient(nb, timeout=NOTEBOOK_TIMEOUT_S, kernel_name="python3", record_timing=False,
                        resources={"metadata": {"path": str(path.parent)}}).execute()
         seconds = time.perf_counter() - start
+        for cell in nb.cells:  # one print may arrive in pieces; store it whole, as nbval compares it
+            if cell.cell_type == "code":
+                cell.outputs = merge_streams(cell.outputs)
         nbformat.write(nb, path)
         print(f"executed {path.relative_to(ROOT)} in {seconds:.1f} s", flush=True)
         if seconds > 30:

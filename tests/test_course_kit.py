@@ -125,3 +125,25 @@ def test_github_workflow_runs_the_same_test_command_as_ci():
     assert setup_python and setup_python[0]["with"].get("cache") == "pip"
     env = {k: v for job in flow["jobs"].values() for k, v in job.get("env", {}).items()} | flow.get("env", {})
     assert "download.pytorch.org/whl/cpu" in env.get("PIP_EXTRA_INDEX_URL", ""), "CI should install a CPU torch"
+
+
+def test_execute_stores_each_print_whole():
+    """`course.py execute` joins a print that arrived in pieces, so stored outputs do not depend on timing."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("course", ROOT / "course.py")
+    course = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(course)
+    outs = [
+        {"output_type": "stream", "name": "stdout", "text": "a\n"},
+        {"output_type": "stream", "name": "stdout", "text": "b\n"},
+        {"output_type": "stream", "name": "stderr", "text": "w\n"},
+        {"output_type": "execute_result", "data": {"text/plain": "1"}, "metadata": {}, "execution_count": 1},
+        {"output_type": "stream", "name": "stdout", "text": "c\n"},
+    ]
+    merged = course.merge_streams(outs)
+    assert [o.get("text") for o in merged] == ["a\nb\n", "w\n", None, "c\n"]
+    for path in NOTEBOOKS:
+        for cell in load(path)["cells"]:
+            streams = [o.get("name") if o["output_type"] == "stream" else None for o in cell.get("outputs", [])]
+            assert not any(a is not None and a == b for a, b in zip(streams, streams[1:])), path.name

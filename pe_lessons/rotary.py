@@ -252,14 +252,29 @@ def _rotate_fusable(xw: torch.Tensor, tables: tuple[torch.Tensor, ...], inverse:
 
 
 class _RopeFunction(torch.autograd.Function):
-    """Rotation with its exact adjoint: the gradient of ``R_m x`` is ``R_{-m}`` applied to the incoming gradient."""
+    """Rotation with its exact adjoint: the gradient of ``R_m x`` is ``R_{-m}`` applied to the incoming gradient.
+
+    Written with ``setup_context`` and a ``vmap`` rule, so ``torch.func`` transforms (``grad``, ``vjp``,
+    ``vmap``, ``jacrev``) work too.
+    """
 
     @staticmethod
-    def forward(ctx, x, layout, inverse, *tables):  # type: ignore[override]
-        ctx.tables = tables
-        ctx.layout = layout
-        ctx.inverse = inverse
+    def forward(x, layout, inverse, *tables):  # type: ignore[override]
         return _rotate(x, tables, layout, inverse)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):  # type: ignore[override]
+        _, ctx.layout, ctx.inverse, *tables = inputs
+        ctx.tables = tuple(tables)
+
+    @staticmethod
+    def vmap(info, in_dims, x, layout, inverse, *tables):  # type: ignore[override]
+        """``torch.func.vmap`` rule: the rotation acts on the last two dims, so the batch dim moves to the front."""
+        if any(d is not None for d in in_dims[1:]):
+            raise ValueError("vmap over apply_rope can batch x only, not its cos/sin tables")
+        if in_dims[0] is not None:
+            x = x.movedim(in_dims[0], 0)
+        return _RopeFunction.apply(x, layout, inverse, *tables), (0 if in_dims[0] is not None else None)
 
     @staticmethod
     def backward(ctx, grad):  # type: ignore[override]
@@ -267,8 +282,16 @@ class _RopeFunction(torch.autograd.Function):
         return (_RopeFunction.apply(grad, ctx.layout, not ctx.inverse, *tables), None, None) + (None,) * len(tables)
 
 
+def _under_torch_func(x: torch.Tensor) -> bool:
+    """Is ``x`` wrapped by a ``torch.func`` transform (``vmap``, ``grad``, …)? Those need :class:`_RopeFunction`'s rules."""
+    if _compiling():
+        return False
+    is_wrapped = getattr(getattr(torch._C, "_functorch", None), "is_functorch_wrapped_tensor", None)
+    return bool(is_wrapped and is_wrapped(x))
+
+
 def _apply(x: torch.Tensor, tables: tuple[torch.Tensor, ...], layout: str) -> torch.Tensor:
-    if x.requires_grad and torch.is_grad_enabled():
+    if (x.requires_grad and torch.is_grad_enabled()) or _under_torch_func(x):
         return _RopeFunction.apply(x, layout, False, *tables)
     return _rotate(x, tables, layout, False)
 

@@ -450,3 +450,24 @@ def test_apply_rope_traces_into_one_graph_and_matches_eager_when_compiled(layout
     (out_e * torch.arange(8.0, dtype=torch.float64)).sum().backward()
     torch.testing.assert_close(xc.grad, xe.grad, rtol=0, atol=1e-12)
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_torch_func_transforms_grad_vmap_and_jacrev(layout):
+    """torch.func.grad, vmap (over any batch dim) and jacrev agree with autograd and the plain call."""
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 3, 8, 6, dtype=torch.float64, generator=gen)
+    w = torch.randn(2, 3, 8, 6, dtype=torch.float64, generator=gen)
+
+    def rope(t):
+        return apply_rope(t, layout=layout)
+
+    grad = torch.func.grad(lambda t: (rope(t) * w).sum())(x)
+    xe = x.clone().requires_grad_()
+    (rope(xe) * w).sum().backward()
+    torch.testing.assert_close(grad, xe.grad, rtol=0, atol=1e-12)
+    for dim in (0, 1):  # the vmapped dim is never one of the last two (seq, head_dim)
+        torch.testing.assert_close(torch.func.vmap(rope, in_dims=dim)(x), rope(x.movedim(dim, 0)), rtol=0, atol=0)
+    jac = torch.func.jacrev(rope)(x[0, 0])  # d out[s, d] / d x[t, e]
+    torch.testing.assert_close(torch.einsum("sdte,sd->te", jac, w[0, 0]), grad[0, 0], rtol=0, atol=1e-12)
+    assert torch.count_nonzero(jac.sum((1, 3)) - torch.diag(jac.sum((1, 3)).diagonal())) == 0  # no mixing of positions

@@ -11,6 +11,7 @@ One module per idea; the notebooks import from here and the tests check it.
 - ``exercises``: one checker per exercise
 """
 
+from ._checks import memory_limit, set_memory_limit
 from .learned import LearnedPositionalEmbedding
 from .offsets import best_linear_map, offset_matrix, relative_similarity, table_by_rotation
 from .rotary import RotaryEmbedding, apply_rope, rope_frequencies, to_half_layout, to_interleaved_layout
@@ -26,6 +27,8 @@ from .variants import VARIANTS, Diagnosis, diagnose
 __version__ = "0.1.0"
 
 __all__ = [
+    "memory_limit",
+    "set_memory_limit",
     "SinusoidalPositionalEncoding",
     "inverse_frequencies",
     "pe_formula",

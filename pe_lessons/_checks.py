@@ -8,6 +8,7 @@ expected, so a student never meets an ``IndexError`` from deep inside torch.
 from __future__ import annotations
 
 import math
+import os
 import numbers
 
 import torch
@@ -78,3 +79,60 @@ def check_embeddings(value: object, d_model: int, name: str = "x") -> torch.Tens
     if value.dim() != 3 or value.shape[-1] != d_model:
         raise ValueError(f"{name} must have shape [batch, seq, d_model={d_model}], got {list(value.shape)}")
     return value
+
+
+# ---------------------------------------------------------------------------
+# Memory: refuse, before allocating, a result that cannot fit.
+
+DEFAULT_MEMORY_LIMIT = 4 * 2**30
+"""Largest single allocation (bytes) a function of the package makes without complaint."""
+
+_memory_limit: int | None = None
+
+
+def memory_limit() -> int:
+    """The current limit in bytes: ``set_memory_limit``, else ``$PE_LESSONS_MAX_BYTES``, else 4 GiB."""
+    if _memory_limit is not None:
+        return _memory_limit
+    env = os.environ.get("PE_LESSONS_MAX_BYTES")
+    if env:
+        try:
+            value = int(float(env))
+        except ValueError:
+            raise ValueError(f"PE_LESSONS_MAX_BYTES must be a number of bytes, got {env!r}") from None
+        if value > 0:
+            return value
+    return DEFAULT_MEMORY_LIMIT
+
+
+def set_memory_limit(nbytes: int | None) -> None:
+    """Set the largest allocation (in bytes) the package allows; ``None`` restores the default."""
+    global _memory_limit
+    if nbytes is not None:
+        nbytes = check_int("nbytes", nbytes, minimum=1)
+    _memory_limit = nbytes
+
+
+def format_bytes(nbytes: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if nbytes < 1024 or unit == "PiB":
+            return f"{nbytes:.0f} {unit}" if unit == "bytes" else f"{nbytes:.1f} {unit}"
+        nbytes /= 1024
+    raise AssertionError  # unreachable
+
+
+def check_fits(name: str, shape: tuple[int, ...] | list[int], dtype: torch.dtype | int, *, what: str = "the result") -> None:
+    """Raise ``ValueError`` naming ``name`` when a tensor of ``shape`` would exceed the memory limit.
+
+    ``dtype`` is a torch dtype or a size in bytes per element. Call it *before* allocating.
+    """
+    itemsize = dtype if isinstance(dtype, int) else torch.empty((), dtype=dtype).element_size()
+    numel = math.prod(int(s) for s in shape)
+    nbytes = numel * itemsize
+    limit = memory_limit()
+    if nbytes > limit:
+        raise ValueError(
+            f"{name}: {what} would have shape {list(int(s) for s in shape)} and need {format_bytes(nbytes)}, "
+            f"more than the limit of {format_bytes(limit)}; use a smaller {name}, or raise the limit "
+            "with pe_lessons.set_memory_limit(nbytes) or the PE_LESSONS_MAX_BYTES environment variable"
+        )

@@ -136,3 +136,28 @@ def check_fits(name: str, shape: tuple[int, ...] | list[int], dtype: torch.dtype
             f"more than the limit of {format_bytes(limit)}; use a smaller {name}, or raise the limit "
             "with pe_lessons.set_memory_limit(nbytes) or the PE_LESSONS_MAX_BYTES environment variable"
         )
+
+
+def check_device(value: object, name: str = "device") -> torch.device:
+    """A device torch can use here; ``None`` means the CPU.
+
+    A CUDA (or MPS) device on a machine or build without one is a ``ValueError`` that says so
+    plainly, instead of torch's ``AssertionError: Torch not compiled with CUDA enabled``.
+    The ``meta`` device is accepted (shapes only, no data).
+    """
+    if value is None:
+        return torch.device("cpu")
+    if not isinstance(value, (str, torch.device)):
+        raise TypeError(f"{name} must be a str or torch.device such as 'cpu' or 'cuda', got {type(value).__name__}")
+    try:
+        device = torch.device(value)
+    except RuntimeError as err:
+        raise ValueError(f"{name} must name a device such as 'cpu' or 'cuda', got {value!r} ({err})") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        why = "this PyTorch build has no CUDA support" if torch.version.cuda is None else "no CUDA GPU is visible"
+        raise ValueError(f"{name}={str(value)!r} asks for a GPU, but {why}; use device='cpu'")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ValueError(f"{name}={str(value)!r}: only {torch.cuda.device_count()} CUDA device(s) are visible")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"{name}={str(value)!r} asks for Apple's MPS, which is not available here; use device='cpu'")
+    return device

@@ -27,6 +27,13 @@ float64 — one for the ``B`` fine offsets ``r``, one for the coarse starts
 the exact value for every position below ``2**20``, at roughly the cost of
 writing the table. float64, float16 and bfloat16 tables are computed in
 float64 and rounded once.
+
+On a GPU the small sub-tables are computed once on the CPU (so every device gets the same
+bits) and kept on the device (a small bounded cache per ``d_model``, ``base`` and device):
+a later call does only the multiply-adds there, with no host work and no copy.
+
+Sizes. A request whose result would exceed :func:`pe_lessons.memory_limit` (4 GiB by
+default) is refused with a ``ValueError`` before anything is allocated.
 """
 
 from __future__ import annotations
@@ -36,7 +43,15 @@ import math
 import torch
 from torch import nn
 
-from ._checks import check_base, check_d_model, check_embeddings, check_float_dtype, check_int
+from ._checks import (
+    check_base,
+    check_d_model,
+    check_device,
+    check_embeddings,
+    check_fits,
+    check_float_dtype,
+    check_int,
+)
 
 __all__ = [
     "pe_formula",
@@ -45,6 +60,10 @@ __all__ = [
     "sinusoidal_table",
     "SinusoidalPositionalEncoding",
 ]
+
+
+#: Bytes a Python float in a list costs: the float object (24) and the list's pointer (8).
+_PY_FLOAT_BYTES = 32
 
 
 def pe_formula(pos: int, d_model: int, base: float = 10000.0) -> list[float]:
@@ -57,6 +76,7 @@ def pe_formula(pos: int, d_model: int, base: float = 10000.0) -> list[float]:
     pos = check_int("pos", pos, minimum=0)
     d_model = check_d_model(d_model)
     base = check_base(base)
+    check_fits("d_model", (d_model,), _PY_FLOAT_BYTES, what="the row (a Python list of floats)")
     row = []
     for i in range(d_model // 2):
         angle = pos / base ** (2 * i / d_model)
@@ -73,6 +93,7 @@ def inverse_frequencies(d_model: int, base: float = 10000.0, *, dtype: torch.dty
     d_model = check_d_model(d_model)
     base = check_base(base)
     dtype = check_float_dtype(dtype)
+    check_fits("d_model", (d_model // 2,), torch.float64, what="the frequencies")
     exponents = torch.arange(0, d_model, 2, dtype=torch.float64) / d_model
     return torch.exp(-exponents * math.log(base)).to(dtype)
 
@@ -97,17 +118,56 @@ def _exact_table(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tenso
 #: position's row is the same in every table, whatever its length.
 BLOCK = 256
 
+#: Sub-tables kept per (d_model, base, device): ``(sin_f, cos_f, sin_c, cos_c)`` in float32.
+_SUBTABLES: dict[tuple[int, float, str], tuple[torch.Tensor, ...]] = {}
+#: At most this many cache entries (oldest dropped first) ...
+_SUBTABLES_MAX_ENTRIES = 8
+#: ... and coarse tables of at most this many bytes are kept (larger ones are rebuilt per call).
+_SUBTABLES_MAX_BYTES = 16 * 2**20
 
-def _angle_addition_table(max_len: int, inv_freq: torch.Tensor, device: torch.device) -> torch.Tensor:
+
+def _subtables_cpu(n_blocks: int, inv_freq: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """float32 ``sin, cos`` of ``r·ω`` (``r < B``) and of ``qB·ω`` (``q < n_blocks``), from float64 on the CPU."""
+    fine = torch.arange(BLOCK, dtype=torch.float64)[:, None] * inv_freq  # r·ω, r < B
+    coarse = torch.arange(n_blocks, dtype=torch.float64)[:, None] * (BLOCK * inv_freq)  # qB·ω
+    f32 = torch.float32
+    return torch.sin(fine).to(f32), torch.cos(fine).to(f32), torch.sin(coarse).to(f32), torch.cos(coarse).to(f32)
+
+
+def _subtables(n_blocks: int, d_model: int, base: float, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """The four sub-tables on ``device``, cached so that a GPU call does no host work and no copy.
+
+    They are always computed on the CPU (one float64 code path: the same bits on every device)
+    and copied once; the coarse table is kept for the most blocks asked so far and sliced.
+    """
+    key = (d_model, base, str(device))
+    cached = _SUBTABLES.get(key)
+    if cached is not None and cached[2].shape[0] >= n_blocks:
+        sin_f, cos_f, sin_c, cos_c = cached
+        return sin_f, cos_f, sin_c[:n_blocks], cos_c[:n_blocks]
+    tables = tuple(t.to(device) for t in _subtables_cpu(n_blocks, inverse_frequencies(d_model, base)))
+    if 2 * n_blocks * (d_model // 2) * 4 <= _SUBTABLES_MAX_BYTES:
+        _SUBTABLES.pop(key, None)
+        while len(_SUBTABLES) >= _SUBTABLES_MAX_ENTRIES:
+            del _SUBTABLES[next(iter(_SUBTABLES))]
+        _SUBTABLES[key] = tables
+    return tables
+
+
+def _angle_addition_table(max_len: int, d_model: int, base: float, device: torch.device) -> torch.Tensor:
     """float32 table built from two small exact tables by angle addition (see module docstring)."""
-    half = inv_freq.numel()
+    half = d_model // 2
     block = BLOCK
     n_blocks = -(-max_len // block)
-    fine = torch.arange(block, dtype=torch.float64)[:, None] * inv_freq  # r·ω, r < B
-    coarse = torch.arange(n_blocks, dtype=torch.float64)[:, None] * (block * inv_freq)  # qB·ω
+    if torch.compiler.is_compiling():
+        # traced by torch.compile: no cache, and no out= writes into views (they break AOTAutograd)
+        tables = _subtables_cpu(n_blocks, inverse_frequencies(d_model, base))
+        sin_f, cos_f, sin_c, cos_c = (t.to(device) for t in tables)
+        sin_c, cos_c = sin_c[:, None, :], cos_c[:, None, :]
+        out = torch.stack((sin_c * cos_f + cos_c * sin_f, cos_c * cos_f - sin_c * sin_f), dim=-1)
+        return out.reshape(n_blocks * block, 2 * half)[:max_len]
+    sin_f, cos_f, sin_c, cos_c = _subtables(n_blocks, d_model, base, device)
     to = dict(dtype=torch.float32, device=device)
-    sin_f, cos_f = torch.sin(fine).to(**to), torch.cos(fine).to(**to)
-    sin_c, cos_c = torch.sin(coarse).to(**to), torch.cos(coarse).to(**to)
     out = torch.empty(n_blocks, block, half, 2, **to)
     tmp = torch.empty(n_blocks, block, half, **to)
     sin_c, cos_c = sin_c[:, None, :], cos_c[:, None, :]
@@ -134,20 +194,25 @@ def sinusoidal_table(
     with ``ω_i = base**(-2i/d_model)``. A float32 table is within 5e-7 of the exact
     values for every position below ``2**20`` (angle addition from float64 sub-tables);
     float64, float16 and bfloat16 tables are the exact values rounded once.
+    A table larger than :func:`pe_lessons.memory_limit` is refused (``ValueError``).
     """
     max_len = check_int("max_len", max_len, minimum=0)
     d_model = check_d_model(d_model)
     base = check_base(base)
     dtype = check_float_dtype(dtype)
-    device = torch.device(device) if device is not None else torch.device("cpu")
-    inv_freq = inverse_frequencies(d_model, base)  # float64, on the CPU
+    device = check_device(device)
+    if dtype == torch.float32:  # the table is padded to whole blocks, plus a half-size scratch tensor
+        check_fits("max_len × d_model", (-(-max_len // BLOCK) * BLOCK, d_model), torch.float32, what="the table")
+    else:  # angles, sin, cos and the table in float64
+        check_fits("max_len × d_model", (max_len, d_model), torch.float64, what="the float64 table it is rounded from")
     if max_len == 0:
         return torch.empty(0, d_model, dtype=dtype, device=device)
     if dtype == torch.float32:
-        return _angle_addition_table(max_len, inv_freq, device)
+        return _angle_addition_table(max_len, d_model, base, device)
     # float64 / float16 / bfloat16: exact float64 values, rounded once. MPS has no float64,
     # so those devices compute on the CPU and receive the rounded table.
-    work = device if device.type in ("cpu", "cuda") else torch.device("cpu")
+    work = device if device.type in ("cpu", "cuda", "meta") else torch.device("cpu")
+    inv_freq = inverse_frequencies(d_model, base)  # float64, on the CPU
     positions = torch.arange(max_len, dtype=torch.float64, device=work)
     return _exact_table(positions, inv_freq.to(work)).to(dtype=dtype, device=device)
 
@@ -162,6 +227,12 @@ class SinusoidalPositionalEncoding(nn.Module):
     so the table grows (to the next power of two ≥ ``seq``) on the input's device.
     The table is a non-persistent buffer: it follows ``.to(device)`` and is not
     saved in ``state_dict`` (it is a function of ``d_model`` and ``base``).
+
+    Precision. The table stays float32 under ``.half()`` / ``.to(torch.bfloat16)``: rounding
+    it to 16 bits would shift a float32 input's encoding by up to ~2.4e-4 (float16) or ~2e-3
+    (bfloat16). It is cast to the input's dtype at use instead: a float32 input keeps the
+    exact encoding (within 5e-7), a float16 input gets the float32 table rounded once.
+    ``.double()`` recomputes the table in float64 (exact values, not float32 ones widened).
     """
 
     table: torch.Tensor
@@ -181,12 +252,27 @@ class SinusoidalPositionalEncoding(nn.Module):
         """Rows the table holds now (it grows on demand)."""
         return self.table.shape[0]
 
+    def _apply(self, fn, recurse=True):  # noqa: ANN001 - nn.Module's signature
+        """``.to()``, ``.half()``, ``.cuda()``, …: the table follows devices, but is recomputed, not
+        rounded: float16/bfloat16 keep a float32 table, float64 gets the exact float64 one."""
+        before = self.table.dtype
+        module = super()._apply(fn, recurse)
+        after = self.table.dtype
+        if after != before:
+            want = torch.float64 if after == torch.float64 else torch.float32
+            self.table = sinusoidal_table(self.max_len, self.d_model, base=self.base, dtype=want,
+                                          device=self.table.device)
+        return module
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = check_embeddings(x, self.d_model)
         seq = x.shape[1]
         if seq > self.max_len or self.table.device != x.device:
             rows = max(self.max_len, 1 << (seq - 1).bit_length())
-            self.table = sinusoidal_table(rows, self.d_model, base=self.base, device=x.device)
+            check_fits("x.shape[1] (the sequence length)", (rows, self.d_model), self.table.dtype,
+                       what="the grown table")
+            self.table = sinusoidal_table(rows, self.d_model, base=self.base, dtype=self.table.dtype,
+                                          device=x.device)
         return self.dropout(x + self.table[:seq].to(x.dtype))
 
     def extra_repr(self) -> str:

@@ -167,3 +167,130 @@ def test_float32_table_is_bit_identical_whatever_the_cpu_vector_unit():
     env = dict(__import__("os").environ, ATEN_CPU_CAPABILITY="default")
     there = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert there == here
+
+
+@pytest.mark.parametrize(
+    "call, words",
+    [
+        (lambda: sinusoidal_table(10**9, 512), "max_len × d_model.*GiB"),
+        (lambda: sinusoidal_table(10**8, 64, dtype=torch.float16), "max_len × d_model.*float64"),
+        (lambda: sinusoidal_table(4, 2 * 10**12), "d_model"),
+        (lambda: pe_formula(1, 10**9), "d_model.*Python list"),
+        (lambda: inverse_frequencies(2 * 10**12), "d_model"),
+        (lambda: SinusoidalPositionalEncoding(512, max_len=10**9), "max_len × d_model"),
+    ],
+)
+def test_oversized_requests_are_refused_before_allocating(call, words):
+    with pytest.raises(ValueError, match=words):
+        call()
+
+
+def test_memory_limit_can_be_lowered_raised_and_set_by_environment(monkeypatch):
+    from pe_lessons import memory_limit, set_memory_limit
+
+    try:
+        set_memory_limit(4096)
+        assert memory_limit() == 4096
+        assert sinusoidal_table(500, 2).shape == (500, 2)  # 512 padded rows × 2 × 4 bytes = 4096
+        with pytest.raises(ValueError, match=r"need 6\.0 KiB, more than the limit of 4\.0 KiB"):
+            sinusoidal_table(600, 2)
+    finally:
+        set_memory_limit(None)
+    assert sinusoidal_table(600, 2).shape == (600, 2)
+    monkeypatch.setenv("PE_LESSONS_MAX_BYTES", "4096")
+    assert memory_limit() == 4096
+    with pytest.raises(ValueError, match="max_len"):
+        sinusoidal_table(1000, 2)
+    monkeypatch.setenv("PE_LESSONS_MAX_BYTES", "lots")
+    with pytest.raises(ValueError, match="PE_LESSONS_MAX_BYTES"):
+        memory_limit()
+    monkeypatch.delenv("PE_LESSONS_MAX_BYTES")
+    with pytest.raises(TypeError, match="nbytes"):
+        set_memory_limit(1.5)
+    with pytest.raises(ValueError, match="nbytes"):
+        set_memory_limit(0)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cuda_on_a_machine_without_one_says_so(dtype):
+    with pytest.raises(ValueError, match="device='cuda' asks for a GPU"):
+        sinusoidal_table(4, 8, dtype=dtype, device="cuda")
+
+
+def test_bad_devices_are_named():
+    with pytest.raises(ValueError, match="device"):
+        sinusoidal_table(4, 8, device="nonsense")
+    with pytest.raises(TypeError, match="device"):
+        sinusoidal_table(4, 8, device=3.5)
+
+
+def test_meta_device_gives_shapes_only():
+    for dtype in (torch.float32, torch.float64):
+        t = sinusoidal_table(1000, 8, dtype=dtype, device="meta")
+        assert t.device.type == "meta" and t.shape == (1000, 8) and t.dtype == dtype
+
+
+def test_cached_subtables_give_the_same_bits_and_stay_bounded():
+    from pe_lessons import sinusoidal as sm
+
+    sm._SUBTABLES.clear()
+    first = sinusoidal_table(3000, 16)  # computes and caches the sub-tables for 12 blocks
+    assert len(sm._SUBTABLES) == 1
+    assert torch.equal(sinusoidal_table(3000, 16), first)  # from the cache
+    assert torch.equal(sinusoidal_table(700, 16), first[:700])  # a slice of the cached coarse table
+    assert torch.equal(sinusoidal_table(9000, 16)[:3000], first)  # the coarse table grows
+    sm._SUBTABLES.clear()
+    assert torch.equal(sinusoidal_table(3000, 16), first)  # recomputed: same bits
+    # the uncached reference: the sub-tables computed afresh, combined without the cache
+    sin_f, cos_f, sin_c, cos_c = sm._subtables_cpu(12, inverse_frequencies(16))
+    s = (sin_c[:, None] * cos_f) + (cos_c[:, None] * sin_f)
+    c = (cos_c[:, None] * cos_f) - (sin_c[:, None] * sin_f)
+    assert torch.equal(torch.stack((s, c), -1).reshape(-1, 16)[:3000], first)
+    for d in range(2, 2 * (sm._SUBTABLES_MAX_ENTRIES + 4), 2):
+        sinusoidal_table(300, d)
+    assert len(sm._SUBTABLES) <= sm._SUBTABLES_MAX_ENTRIES
+
+
+@pytest.mark.parametrize("cast, dtype", [(lambda m: m.half(), torch.float16), (lambda m: m.to(torch.bfloat16), torch.bfloat16)])
+def test_half_and_bfloat16_modules_keep_the_table_exact_and_cast_at_use(cast, dtype):
+    pe = SinusoidalPositionalEncoding(64, max_len=4096).eval()
+    x = torch.randn(2, 4096, 64)
+    before = pe(x)
+    cast(pe)
+    assert pe.table.dtype == torch.float32
+    assert torch.equal(pe(x), before)  # a float32 input keeps its exact encoding
+    # rounding the table to 16 bits (what a plain buffer cast would do) moves it by up to ~1 ulp of 1
+    rounded = sinusoidal_table(4096, 64).to(dtype).float()
+    assert (rounded - sinusoidal_table(4096, 64)).abs().max() > (2.0e-4 if dtype == torch.float16 else 1e-3)
+    # a low-precision input gets the float32 table rounded once: as close to exact as rounding allows
+    xl = x.to(dtype)
+    assert pe(xl).dtype == dtype
+    assert torch.equal(pe(xl), xl + sinusoidal_table(4096, 64).to(dtype))
+    exact = sinusoidal_table(4096, 64, dtype=torch.float64)
+    once = (exact.to(dtype).double() - exact).abs().max()
+    assert (sinusoidal_table(4096, 64).to(dtype).double() - exact).abs().max() <= once + 5e-7
+    pe.float()
+    assert torch.equal(pe(x), before)
+
+
+def test_double_module_recomputes_the_exact_float64_table():
+    pe = SinusoidalPositionalEncoding(16, max_len=300).double()
+    assert pe.table.dtype == torch.float64
+    assert torch.equal(pe.table, sinusoidal_table(300, 16, dtype=torch.float64))
+    pe.eval()(torch.zeros(1, 700, 16, dtype=torch.float64))  # grows in float64
+    assert pe.table.dtype == torch.float64 and torch.equal(pe.table[:700], sinusoidal_table(700, 16, dtype=torch.float64))
+
+
+def test_table_and_growing_module_compile_with_inductor():
+    """``out=`` writes into views broke AOTAutograd/Inductor; the traced path is functional."""
+    compiled = torch.compile(sinusoidal_table)
+    for n in (300, 600):
+        torch.testing.assert_close(compiled(n, 16), sinusoidal_table(n, 16), rtol=0, atol=1e-7)
+    pe = SinusoidalPositionalEncoding(16, max_len=4)
+    compiled_pe = torch.compile(pe)
+    for n in (10, 40):  # the table grows inside the compiled forward
+        x = torch.randn(1, n, 16, requires_grad=True)
+        out = compiled_pe(x)
+        torch.testing.assert_close(out, x + sinusoidal_table(n, 16), rtol=0, atol=1e-6)
+        out.sum().backward()

@@ -25,7 +25,7 @@ import numbers
 import torch
 from torch import nn
 
-from ._checks import check_d_model, check_embeddings, check_int
+from ._checks import check_d_model, check_embeddings, check_fits, check_int
 
 __all__ = ["LearnedPositionalEmbedding"]
 
@@ -65,6 +65,7 @@ class LearnedPositionalEmbedding(nn.Module):
         self.init_std = _check_std(init_std)
         if generator is not None and not isinstance(generator, torch.Generator):
             raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
+        check_fits("max_len × d_model", (self.max_len, self.d_model), torch.float32, what="the table")
         weight = torch.empty(self.max_len, self.d_model)
         weight.normal_(0.0, self.init_std, generator=generator)
         self.weight = nn.Parameter(weight)
@@ -87,6 +88,7 @@ class LearnedPositionalEmbedding(nn.Module):
         but what it finds there is noise of the initial scale.
         """
         max_len = check_int("max_len", max_len, minimum=self.max_len)
+        check_fits("max_len", (max_len, self.d_model), self.weight.dtype, what="the extended table")
         new = LearnedPositionalEmbedding(max_len, self.d_model, init_std=self.init_std, generator=generator)
         new = new.to(self.weight.device, self.weight.dtype)
         with torch.no_grad():

@@ -34,7 +34,7 @@ from typing import NamedTuple
 
 import torch
 
-from ._checks import check_base, check_d_model, check_float_dtype, check_float_tensor, check_int
+from ._checks import check_base, check_d_model, check_fits, check_float_dtype, check_float_tensor, check_int
 from .sinusoidal import inverse_frequencies
 
 __all__ = [
@@ -84,14 +84,24 @@ def offset_matrix(k: int, d_model: int, base: float = 10000.0, dtype: torch.dtyp
     ``k`` may be negative (``M_{-k} = M_k^T``); angles are computed in float64.
     For a whole table ``T`` (rows = positions) the identity reads ``T[k:] = T[:-k] @ M_k.T``.
     """
+    k = _check_offset("k", k)
+    d_model = check_d_model(d_model)
+    dtype = check_float_dtype(dtype)
+    check_fits("d_model", (d_model, d_model), dtype, what="M_k")
     blocks = offset_blocks(k, d_model, base, dtype)
-    return torch.block_diag(*blocks)
+    out = torch.zeros(d_model, d_model, dtype=dtype)
+    idx = torch.arange(0, d_model, 2)
+    for r in (0, 1):
+        for c in (0, 1):
+            out[idx + r, idx + c] = blocks[:, r, c]
+    return out
 
 
 def _positions(name: str, value: object) -> torch.Tensor:
     """An int ``n`` → ``0 … n-1``; a 1-D sequence/tensor of integers → those positions (int64)."""
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         n = check_int(name, value, minimum=0)
+        check_fits(name, (n,), torch.int64, what="the positions")
         return torch.arange(n, dtype=torch.int64)
     if isinstance(value, torch.Tensor):
         if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
@@ -143,6 +153,8 @@ def relative_similarity(positions: object, d_model: int, base: float = 10000.0) 
     pos = _positions("positions", positions)
     d_model = check_d_model(d_model)
     base = check_base(base)
+    n = pos.numel()
+    check_fits("positions", (n, n), torch.float64, what="the similarity matrix")
     if pos.numel() and pos.abs().max().item() > MAX_OFFSET:  # also keeps p − q from overflowing int64
         raise ValueError("positions must satisfy |pos| <= 2**53 (exact in float64)")
     diff = pos[:, None] - pos[None, :]
@@ -226,8 +238,9 @@ def table_by_rotation(
         return torch.empty(0, d_model, dtype=dtype)
     block = min(block, max_len)  # a longer block adds rows that are cut off anyway (same table)
     work = torch.float64 if dtype == torch.float64 else torch.float32
-    inv_freq = inverse_frequencies(d_model, base)  # float64
     n_blocks = -(-max_len // block)
+    check_fits("max_len × d_model", (n_blocks * block, d_model), work, what="the table")
+    inv_freq = inverse_frequencies(d_model, base)  # float64
     # the exact rows PE(r), r < B, as (sin, cos) pairs: [B, h, 2]
     fine = torch.arange(block, dtype=torch.float64)[:, None] * inv_freq
     rows = torch.stack((torch.sin(fine), torch.cos(fine)), -1).to(work)

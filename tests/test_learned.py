@@ -71,6 +71,8 @@ def test_repr():
     "call, error, words",
     [
         (lambda: LearnedPositionalEmbedding(0, 8), ValueError, "max_len"),
+        (lambda: LearnedPositionalEmbedding(10**9, 512), ValueError, "max_len × d_model.*GiB"),
+        (lambda: LearnedPositionalEmbedding(4, 8).extended(10**10), ValueError, "max_len.*extended table"),
         (lambda: LearnedPositionalEmbedding(2.0, 8), TypeError, "max_len"),
         (lambda: LearnedPositionalEmbedding(8, 7), ValueError, "d_model"),
         (lambda: LearnedPositionalEmbedding(8, 8, init_std=0.0), ValueError, "init_std"),

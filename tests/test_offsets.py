@@ -230,6 +230,26 @@ def test_bad_input_raises_clear_errors(call, error, words):
         call()
 
 
+@pytest.mark.parametrize(
+    "call, words",
+    [
+        (lambda: table_by_rotation(10**9, 512), "max_len × d_model.*GiB"),
+        (lambda: relative_similarity(10**6, 8), "positions.*similarity matrix"),
+        (lambda: relative_similarity(list(range(10**5)), 8), "positions"),
+        (lambda: offset_matrix(3, d_model=200_000), "d_model.*M_k"),
+        (lambda: offset_similarity(10**12, 8), "offsets"),
+    ],
+)
+def test_oversized_requests_are_refused_before_allocating(call, words):
+    with pytest.raises(ValueError, match=words):
+        call()
+
+
+def test_offset_matrix_equals_block_diag_of_its_blocks():
+    for d_model, k in ((2, 5), (8, -3), (64, 1000)):
+        assert torch.equal(offset_matrix(k, d_model), torch.block_diag(*offset_blocks(k, d_model)))
+
+
 # ---- the exercise checkers of notebook 05 -------------------------------------------------
 
 from pe_lessons.exercises.nb05 import check_pair_block, check_return_offset, check_shift  # noqa: E402

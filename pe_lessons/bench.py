@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable, Sequence
 import torch
 from torch.utils.benchmark import Timer
 
-from ._checks import check_base, check_d_model, check_float_tensor, check_int
+from ._checks import check_base, check_d_model, check_device, check_fits, check_float_tensor, check_int
 from .rotary import apply_rope
 from .sinusoidal import inverse_frequencies, pe_formula, sinusoidal_table
 
@@ -51,6 +51,9 @@ __all__ = [
     "SIN_SIZES_QUICK",
     "ROPE_SHAPES",
     "ROPE_SHAPES_QUICK",
+    "SIN_SIZES_CUDA",
+    "ROPE_SHAPES_CUDA",
+    "default_sizes",
     "TARGETS",
     "loop_table",
     "textbook_table",
@@ -82,6 +85,11 @@ SIN_SIZES_QUICK = ((64, 16), (1024, 64))
 #: Rotary inputs ``[batch, heads, seq, head_dim]``: a small shape and the issue's large shape.
 ROPE_SHAPES = ((1, 8, 128, 64), (4, 8, 1024, 64))
 ROPE_SHAPES_QUICK = ((1, 2, 16, 8), (2, 4, 128, 64))
+#: On a GPU the large sizes must not fit in its L2 cache (50 MiB on an H100, 40 MiB on an A100),
+#: or ``clone`` measures the cache, not memory: a 256 MiB table and a 512 MiB rotary input
+#: (notebook 08's ``[8, 32, 4096, 128]``), next to the small sizes.
+SIN_SIZES_CUDA = ((256, 64), (1 << 20, 64))
+ROPE_SHAPES_CUDA = ((1, 8, 128, 64), (8, 32, 4096, 128))
 #: The Python loop is timed only up to this many table cells; larger sizes are extrapolated.
 LOOP_MAX_CELLS = 256 * 64
 
@@ -100,6 +108,26 @@ TARGETS = (
 _NAN = float("nan")
 
 
+def default_sizes(device: torch.device | str = "cpu", *, quick: bool = False) -> tuple[tuple, tuple]:
+    """``(sinusoidal sizes, rotary shapes)`` for ``device``: :data:`SIN_SIZES`/:data:`ROPE_SHAPES` on a CPU,
+    :data:`SIN_SIZES_CUDA`/:data:`ROPE_SHAPES_CUDA` on a GPU (sizes far above its L2 cache), the tiny
+    ``*_QUICK`` sizes with ``quick=True``. Only the device's type matters: nothing runs there."""
+    if isinstance(device, str):
+        try:
+            device = torch.device(device)
+        except RuntimeError as err:
+            raise ValueError(f"device must name a device such as 'cpu' or 'cuda', got {device!r}") from err
+    if not isinstance(device, torch.device):
+        raise TypeError(f"device must be a torch.device or a string, got {type(device).__name__}")
+    if not isinstance(quick, bool):
+        raise TypeError(f"quick must be True or False, got {quick!r}")
+    if quick:
+        return SIN_SIZES_QUICK, ROPE_SHAPES_QUICK
+    if device.type == "cpu":
+        return SIN_SIZES, ROPE_SHAPES
+    return SIN_SIZES_CUDA, ROPE_SHAPES_CUDA
+
+
 # ---------------------------------------------------------------------------------------------
 # The implementations being compared
 # ---------------------------------------------------------------------------------------------
@@ -113,6 +141,7 @@ def loop_table(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tenso
     """
     max_len = check_int("max_len", max_len, minimum=0)
     d_model = check_d_model(d_model)
+    check_fits("max_len × d_model", (max_len, d_model), 32, what="the table as Python lists of floats")
     return torch.tensor([pe_formula(pos, d_model, base) for pos in range(max_len)], dtype=torch.float32).reshape(max_len, d_model)
 
 
@@ -125,6 +154,8 @@ def textbook_table(max_len: int, d_model: int, base: float = 10000.0, *, device:
     max_len = check_int("max_len", max_len, minimum=0)
     d_model = check_d_model(d_model)
     base = check_base(base)
+    device = check_device(device)
+    check_fits("max_len × d_model", (max_len, d_model), torch.float32, what="the table")
     position = torch.arange(max_len, dtype=torch.float32, device=device)[:, None]
     div_term = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32, device=device) * (-math.log(base) / d_model))
     pe = torch.zeros(max_len, d_model, device=device)
@@ -138,6 +169,8 @@ def float64_angles_table(max_len: int, d_model: int, base: float = 10000.0, *, d
     max_len = check_int("max_len", max_len, minimum=0)
     d_model = check_d_model(d_model)
     base = check_base(base)
+    device = check_device(device)
+    check_fits("max_len × d_model", (max_len, d_model), torch.float64, what="the float64 table")
     angles = torch.arange(max_len, dtype=torch.float64, device=device)[:, None] * inverse_frequencies(d_model, base).to(device)
     return torch.stack((torch.sin(angles), torch.cos(angles)), dim=-1).flatten(-2).to(torch.float32)
 
@@ -156,6 +189,8 @@ def hf_cos_sin(seq_len: int, head_dim: int, base: float = 10000.0, *, device: to
     seq_len = check_int("seq_len", seq_len, minimum=1)
     head_dim = check_d_model(head_dim, "head_dim")
     base = check_base(base)
+    device = check_device(device)
+    check_fits("seq_len × head_dim", (seq_len, head_dim), torch.float32, what="cos (and sin)")
     inv_freq = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float32, device=device) / head_dim)
     freqs = torch.arange(seq_len, dtype=torch.float32, device=device)[:, None] * inv_freq
     emb = torch.cat((freqs, freqs), dim=-1)
@@ -276,15 +311,11 @@ def trace_ops(fn: Callable[..., object], *args: object) -> list[dict]:
 
 
 def _device(device: torch.device | str) -> torch.device:
-    if isinstance(device, str):
-        try:
-            device = torch.device(device)
-        except RuntimeError as err:
-            raise ValueError(f"device must name a torch device such as 'cpu' or 'cuda', got {device!r}") from err
-    if not isinstance(device, torch.device):
-        raise TypeError(f"device must be a torch.device or a string, got {type(device).__name__}")
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device is 'cuda' but no CUDA GPU is available here")
+    if device is None:
+        raise TypeError("device must be a torch.device or a string such as 'cpu' or 'cuda', got None")
+    device = check_device(device)
+    if device.type == "meta":
+        raise ValueError("device='meta' holds no data: nothing can be timed there; use 'cpu' or 'cuda'")
     return device
 
 
@@ -334,8 +365,12 @@ def measure(
     warmup = check_int("warmup", warmup, minimum=0)
     if stat not in ("median", "min"):
         raise ValueError(f'stat must be "median" or "min", got {stat!r}')
-    if not (isinstance(min_run_time, (int, float)) and min_run_time > 0):
-        raise ValueError(f"min_run_time must be a positive number of seconds, got {min_run_time!r}")
+    if isinstance(min_run_time, bool) or not isinstance(min_run_time, (int, float)):
+        raise TypeError(f"min_run_time must be a number of seconds, got {min_run_time!r}")
+    if not (math.isfinite(min_run_time) and min_run_time > 0):
+        raise ValueError(f"min_run_time must be a finite, positive number of seconds, got {min_run_time!r}")
+    if not isinstance(fns, dict) or not all(callable(fn) for fn in fns.values()):
+        raise TypeError("fns must be a dict {name: zero-argument function}")
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
@@ -392,7 +427,7 @@ def _finish(rows: list[dict], baseline: str, times: dict[str, float], nbytes: di
 
 
 def bench_sinusoidal(
-    sizes: Iterable[tuple[int, int]] = SIN_SIZES,
+    sizes: Iterable[tuple[int, int]] | None = None,
     *,
     device: torch.device | str = "cpu",
     threads: int | None = None,
@@ -403,6 +438,9 @@ def bench_sinusoidal(
 ) -> list[dict]:
     """Time the ways of building a float32 sinusoidal table, with their accuracy.
 
+    ``sizes`` defaults to :func:`default_sizes` of ``device`` (on a GPU, a large table of 256 MiB,
+    far above the L2 cache, so the GB/s column measures memory, not the cache).
+
     Variants per ``(max_len, d_model)``: the Python loop (timed on the CPU for tables of
     at most ``loop_max_cells`` cells, otherwise extrapolated linearly in the number of
     cells from the largest timed size — the ``note`` says so), the textbook float32-angle
@@ -412,7 +450,11 @@ def bench_sinusoidal(
     """
     device = _device(device)
     threads = _threads(threads)
+    if sizes is None:
+        sizes = default_sizes(device)[0]
     sizes = [(check_int("max_len", n, minimum=1), check_d_model(d)) for n, d in sizes]
+    for n, d in sizes:  # the float64 reference table is the largest tensor a size needs
+        check_fits("sizes", (n, d), torch.float64, what=f"the float64 reference of the {n}x{d} table")
     gen = torch.Generator().manual_seed(0)
     rows: list[dict] = []
     loop_per_cell: tuple[float, str] | None = None
@@ -457,7 +499,7 @@ def bench_sinusoidal(
 
 
 def bench_rope(
-    shapes: Iterable[Sequence[int]] = ROPE_SHAPES,
+    shapes: Iterable[Sequence[int]] | None = None,
     *,
     device: torch.device | str = "cpu",
     threads: int | None = None,
@@ -467,6 +509,8 @@ def bench_rope(
     stat: str = "median",
 ) -> list[dict]:
     """Time rotary embedding of a float32 ``x`` ``[batch, heads, seq, head_dim]`` at positions ``0 … seq-1``.
+
+    ``shapes`` defaults to :func:`default_sizes` of ``device`` (on a GPU, ``[8, 32, 4096, 128]``: 512 MiB).
 
     Variants: Hugging Face's eager formula with precomputed cos/sin, ``apply_rope`` in both
     layouts, their ``torch.compile``'d versions (``compile=False`` skips them: on a CPU the
@@ -479,6 +523,8 @@ def bench_rope(
     threads = _threads(threads)
     if not isinstance(compile, bool):
         raise TypeError(f"compile must be True or False, got {compile!r}")
+    if shapes is None:
+        shapes = default_sizes(device)[1]
     gen = torch.Generator().manual_seed(0)
     rows: list[dict] = []
     for shape in shapes:
@@ -486,6 +532,7 @@ def bench_rope(
         if len(shape) != 4:
             raise ValueError(f"a rope shape is [batch, heads, seq, head_dim], got {list(shape)}")
         check_d_model(shape[-1], "head_dim")
+        check_fits("shapes", shape, torch.float64, what=f"the float64 reference of x {list(shape)}")
         size = "x".join(map(str, shape))
         x = torch.randn(shape, generator=gen).to(device)
         cos, sin = hf_cos_sin(shape[-2], shape[-1], device=device)
@@ -655,7 +702,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--device cuda: no CUDA GPU is available here")
     devices = {"cpu": ["cpu"], "cuda": ["cuda"], "all": ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])}[args.device]
     compile_flag = {"auto": not args.quick, "on": True, "off": False}[args.compile]
-    sin_sizes, rope_shapes = (SIN_SIZES_QUICK, ROPE_SHAPES_QUICK) if args.quick else (SIN_SIZES, ROPE_SHAPES)
     timing = dict(min_run_time=0.02, rounds=1) if args.quick else dict(min_run_time=0.1, rounds=3)
     if args.rounds is not None:
         if args.rounds < 1:
@@ -679,6 +725,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("GPU: none (CUDA not available) — the GPU part is skipped")
     rows: list[dict] = []
     for device in devices:
+        sin_sizes, rope_shapes = default_sizes(device, quick=args.quick)
         rows += bench_sinusoidal(sin_sizes, device=device, threads=args.threads, **timing)
         rows += bench_rope(rope_shapes, device=device, threads=args.threads, compile=compile_flag, **timing)
     print(format_table(rows))

@@ -123,8 +123,69 @@ def test_bad_arguments_are_named(call, error):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message when no GPU is present")
 def test_cuda_without_a_gpu_is_a_clear_error():
-    with pytest.raises(ValueError, match="no CUDA GPU"):
-        bench.bench_sinusoidal([(4, 4)], device="cuda", **FAST)
+    for call in (
+        lambda: bench.bench_sinusoidal([(4, 4)], device="cuda", **FAST),
+        lambda: bench.bench_rope([(1, 1, 4, 8)], device="cuda", compile=False, **FAST),
+        lambda: bench.textbook_table(4, 8, device="cuda"),
+        lambda: bench.float64_angles_table(4, 8, device="cuda"),
+        lambda: bench.hf_cos_sin(4, 8, device="cuda"),
+        lambda: bench.measure({"f": lambda: None}, device="cuda"),
+    ):
+        with pytest.raises(ValueError, match="device='cuda' asks for a GPU"):
+            call()
+
+
+@pytest.mark.parametrize(
+    "call, words",
+    [
+        (lambda: bench.loop_table(10**9, 64), "max_len × d_model.*Python lists"),
+        (lambda: bench.textbook_table(10**9, 512), "max_len × d_model"),
+        (lambda: bench.float64_angles_table(10**9, 512), "max_len × d_model"),
+        (lambda: bench.hf_cos_sin(10**9, 512), "seq_len × head_dim"),
+        (lambda: bench.bench_sinusoidal([(10**9, 512)], **FAST), "sizes"),
+        (lambda: bench.bench_rope([(1000, 1000, 1000, 64)], compile=False, **FAST), "shapes"),
+    ],
+)
+def test_oversized_requests_are_refused_before_allocating(call, words):
+    with pytest.raises(ValueError, match=words):
+        call()
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("nan"), -1.0, 0])
+def test_measure_refuses_a_budget_that_is_not_finite_and_positive(bad):
+    with pytest.raises(ValueError, match="min_run_time"):
+        bench.measure({"f": lambda: None}, min_run_time=bad)
+
+
+@pytest.mark.parametrize("bad", [True, "0.1", None])
+def test_measure_refuses_a_budget_that_is_not_a_number(bad):
+    with pytest.raises(TypeError, match="min_run_time"):
+        bench.measure({"f": lambda: None}, min_run_time=bad)
+
+
+def test_sizes_on_a_gpu_are_far_above_its_l2_cache_and_the_cpu_keeps_its_sizes():
+    l2 = 50 * 2**20  # H100 (A100: 40 MiB)
+    for device in ("cuda", "cuda:1", torch.device("cuda")):  # only the type is read: no GPU needed
+        sin, rope = bench.default_sizes(device)
+        n, d = max(sin, key=lambda s: s[0] * s[1])
+        assert 4 * n * d >= 4 * l2 and n <= 2**20  # the table stays in its accurate range
+        biggest = max(rope, key=lambda s: math.prod(s))
+        assert 4 * math.prod(biggest) >= 8 * l2 and biggest == (8, 32, 4096, 128)
+    assert bench.default_sizes("cpu") == (bench.SIN_SIZES, bench.ROPE_SHAPES)
+    assert bench.default_sizes("cpu", quick=True) == bench.default_sizes("cuda", quick=True)
+    assert bench.check_targets([])[0]["size"] == "65536x64"  # the CPU targets keep their sizes
+    with pytest.raises(ValueError, match="device"):
+        bench.default_sizes("gpu")
+    with pytest.raises(TypeError, match="quick"):
+        bench.default_sizes("cpu", quick=1)
+
+
+def test_default_sizes_follow_the_device(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(bench, "default_sizes", lambda device, quick=False: seen.setdefault(str(device), (((16, 4),), ((1, 1, 4, 8),))))
+    rows = bench.bench_sinusoidal(**FAST) + bench.bench_rope(compile=False, **FAST)
+    assert seen == {"cpu": (((16, 4),), ((1, 1, 4, 8),))}
+    assert {r["size"] for r in rows} == {"16x4", "1x1x4x8"}
 
 
 def test_trace_ops_counts_the_five_kernels_and_ten_n_elements_of_the_eager_formula():

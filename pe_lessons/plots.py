@@ -107,6 +107,8 @@ def _check_table(table: object, name: str = "table") -> torch.Tensor:
         raise ValueError(f"{name} must be a 2-D tensor [pos, dimension], got shape {list(table.shape)}")
     if table.is_complex():
         raise TypeError(f"{name} must hold real values, got dtype {table.dtype}")
+    if table.device.type == "meta":
+        raise ValueError(f"{name} is on the meta device: it has a shape but no values to draw")
     return table.detach().to("cpu", torch.float64)
 
 
@@ -302,6 +304,13 @@ def heatmap(
     max_cols = _check_limit("max_cols", max_cols)
     start_pos = check_int("start_pos", start_pos, minimum=0)
     start_dim = check_int("start_dim", start_dim, minimum=0)
+    finite = torch.isfinite(table)
+    if not bool(finite.all()):
+        pos, dim = (int(v) for v in (~finite).nonzero()[0])
+        raise ValueError(
+            f"table must hold finite values to be drawn; table[{pos}, {dim}] = {table[pos, dim].item()} "
+            f"({int((~finite).sum())} non-finite entries)"
+        )
     n, d = table.shape
     if max_rows is None and max_cols is None and n * d <= MAX_ROWS:
         nr, nc = n, d
@@ -682,15 +691,26 @@ def roofline(
     ``clone``) and ``peak_gflops`` (e.g. a measured matmul). Both axes are logarithmic.
     Points on the slanted part of the roof are memory-bound; on the flat part, compute-bound.
     """
-    if not isinstance(points, pd.DataFrame) or not {"op", "intensity", "gflops"} <= set(points.columns):
-        raise ValueError("points must be a DataFrame with columns op, intensity, gflops")
+    if not isinstance(points, pd.DataFrame):
+        raise TypeError(f"points must be a pandas DataFrame with columns op, intensity, gflops, got {type(points).__name__}")
+    if not {"op", "intensity", "gflops"} <= set(points.columns):
+        raise ValueError(f"points must have columns op, intensity, gflops; it has {list(points.columns)}")
     if len(points) > MAX_ROWS:
         raise ValueError(f"points has {len(points)} rows, more than {MAX_ROWS}")
     for name, value in (("bandwidth_gbps", bandwidth_gbps), ("peak_gflops", peak_gflops)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            raise ValueError(f"{name} must be a positive number, got {value!r}")
-    if (points["intensity"] <= 0).any() or (points["gflops"] <= 0).any():
-        raise ValueError("intensity and gflops must be positive (the axes are logarithmic)")
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a finite, positive number, got {value!r}")
+    for column in ("intensity", "gflops"):
+        values = pd.to_numeric(points[column], errors="coerce").astype(float)
+        bad = ~((values > 0) & (values < math.inf))  # NaN fails both
+        if bad.any():
+            row = points.loc[bad].iloc[0]
+            raise ValueError(
+                f"points[{column!r}] must hold finite, positive numbers (the axes are logarithmic); "
+                f"op {row['op']!r} has {column} = {row[column]!r}"
+            )
     low = min(float(points["intensity"].min()), peak_gflops / bandwidth_gbps) / 4
     high = max(float(points["intensity"].max()), peak_gflops / bandwidth_gbps) * 4
     knee = peak_gflops / bandwidth_gbps

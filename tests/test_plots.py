@@ -280,3 +280,53 @@ def test_line_charts_of_named_curves():
         offset_curve({"a": torch.ones(2)}, k)
     with pytest.raises(TypeError, match="curves must be a non-empty dict"):
         decay_chart(d, {})
+
+
+def _points(**column):
+    frame = pd.DataFrame({"op": ["add", "matmul"], "intensity": [0.1, 50.0], "gflops": [5.0, 900.0]})
+    for name, values in column.items():
+        frame[name] = values
+    return frame
+
+
+def test_roofline_draws_roof_and_points():
+    chart = plots.roofline(_points(), bandwidth_gbps=20.0, peak_gflops=1000.0).to_dict()
+    roof, dots = chart["layer"][0], chart["layer"][1]
+    datasets = chart["datasets"]
+    assert len(datasets[roof["data"]["name"]]) == 3 and len(datasets[dots["data"]["name"]]) == 2
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, words",
+    [
+        (dict(bandwidth_gbps=float("inf")), ValueError, "bandwidth_gbps must be a finite"),
+        (dict(bandwidth_gbps=float("nan")), ValueError, "bandwidth_gbps must be a finite"),
+        (dict(peak_gflops=0.0), ValueError, "peak_gflops"),
+        (dict(peak_gflops="1e3"), TypeError, "peak_gflops must be a number"),
+        (dict(bandwidth_gbps=True), TypeError, "bandwidth_gbps"),
+        (dict(points=_points(intensity=[float("nan"), 1.0])), ValueError, r"points\['intensity'\].*'add'"),
+        (dict(points=_points(gflops=[1.0, float("inf")])), ValueError, r"points\['gflops'\].*'matmul'"),
+        (dict(points=_points(gflops=[1.0, -2.0])), ValueError, "gflops"),
+        (dict(points=_points(intensity=["x", 1.0])), ValueError, "intensity"),
+        (dict(points=_points().drop(columns="op")), ValueError, "columns op, intensity, gflops"),
+        (dict(points=[1, 2]), TypeError, "DataFrame"),
+    ],
+)
+def test_roofline_refuses_what_it_cannot_draw(kwargs, error, words):
+    args = dict(points=_points(), bandwidth_gbps=20.0, peak_gflops=1000.0) | kwargs
+    with pytest.raises(error, match=words):
+        plots.roofline(args.pop("points"), **args)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_heatmap_refuses_non_finite_values_and_names_one(bad):
+    table = torch.zeros(40, 8)
+    table[5, 3] = bad
+    with pytest.raises(ValueError, match=r"table\[5, 3\]"):
+        plots.heatmap(table)
+    big = torch.zeros(70000, 8)
+    big[60000, 1] = bad
+    with pytest.raises(ValueError, match=r"table\[60000, 1\]"):
+        plots.heatmap(big)
+    with pytest.raises(ValueError, match="meta"):
+        plots.heatmap(torch.zeros(4, 4, device="meta"))

@@ -29,7 +29,15 @@ from dataclasses import dataclass
 
 import torch
 
-from ._checks import check_base, check_d_model, check_float_dtype, check_float_tensor, check_int, check_tensor
+from ._checks import (
+    check_base,
+    check_d_model,
+    check_fits,
+    check_float_dtype,
+    check_float_tensor,
+    check_int,
+    check_tensor,
+)
 from .sinusoidal import inverse_frequencies, sinusoidal_table
 
 __all__ = [
@@ -124,6 +132,7 @@ def _build(name: str, max_len: object, d_model: object, base: object, dtype: obj
     d_model = check_d_model(d_model)
     base = check_base(base)
     dtype = check_float_dtype(dtype)
+    check_fits("max_len × d_model", (max_len, d_model), torch.float64, what="the float64 table it is rounded from")
     pos = torch.arange(max_len, dtype=torch.float64)
     return _FORMULAS[name](pos, d_model, base).to(dtype)
 

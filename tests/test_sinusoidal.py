@@ -294,3 +294,12 @@ def test_table_and_growing_module_compile_with_inductor():
         out = compiled_pe(x)
         torch.testing.assert_close(out, x + sinusoidal_table(n, 16), rtol=0, atol=1e-6)
         out.sum().backward()
+
+
+def test_variant_tables_refuse_oversized_requests_too():
+    from pe_lessons.variants import VARIANTS
+
+    for name, build in VARIANTS.items():
+        with pytest.raises(ValueError, match="max_len × d_model"):
+            build(10**9, 512)
+        assert build(3, 4).shape == (3, 4), name

@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable
 
 from ..sinusoidal import pe_formula
-from ._feedback import Feedback, attempt, failed, not_done, passed
+from ._feedback import Feedback, as_integer, as_number, attempt, checker, failed, is_placeholder, not_done, passed
 
 __all__ = ["check_pe_row", "check_wavelength", "check_first_slow_column"]
 
@@ -15,13 +15,27 @@ def _close(a: float, b: float, tol: float = 1e-6) -> bool:
     return abs(a - b) <= tol * max(1.0, abs(b))
 
 
+@checker
 def check_pe_row(my_pe: Callable[[int, int], list[float]] | None, pos: int = 5, d_model: int = 8) -> Feedback:
     """Check a student's ``my_pe(pos, d_model) -> list[float]`` against the paper's formula."""
-    if my_pe is None or my_pe is Ellipsis:
+    if is_placeholder(my_pe):
         return not_done()
-    row, problem = attempt(f"my_pe({pos}, {d_model})", lambda: [float(v) for v in my_pe(pos, d_model)])
+    label = f"my_pe({pos}, {d_model})"
+    out, problem = attempt(label, my_pe, pos, d_model)
     if problem is not None:
         return problem
+    try:
+        if isinstance(out, (str, bytes, dict)):
+            raise TypeError
+        items = list(out)
+    except Exception:
+        return failed(f"{label} must return a list of {d_model} numbers, got {type(out).__name__}.")
+    row = []
+    for j, v in enumerate(items):
+        value, problem = as_number(v, "a number")
+        if problem is not None:
+            return failed(f"{label}[{j}] is not a number: {problem.message}")
+        row.append(value)
     want = pe_formula(pos, d_model)
     if len(row) != d_model:
         return failed(f"my_pe({pos}, {d_model}) returned {len(row)} numbers; a row has d_model = {d_model} (one sin and one cos per pair).")
@@ -45,13 +59,16 @@ def check_pe_row(my_pe: Callable[[int, int], list[float]] | None, pos: int = 5, 
     return failed(f"Column {first} is {row[first]:.6f}, expected {want[first]:.6f} ({len(wrong)} of {d_model} columns differ).")
 
 
+@checker
 def check_wavelength(answer: float | None, column: int, d_model: int, base: float = 10000.0) -> Feedback:
     """Check a predicted wavelength (in positions) of ``column`` at width ``d_model``."""
-    if answer is None or answer is Ellipsis:
+    if is_placeholder(answer):
         return not_done()
+    answer, problem = as_number(answer, "a number of positions")
+    if problem is not None:
+        return problem
     i = column // 2
     want = 2 * math.pi * base ** (2 * i / d_model)
-    answer = float(answer)
     if _close(answer, want, 1e-3):
         return passed(f"Column {column} (pair i = {i}) repeats every {want:.2f} positions.")
     if _close(answer, want / (2 * math.pi), 1e-3):
@@ -63,16 +80,23 @@ def check_wavelength(answer: float | None, column: int, d_model: int, base: floa
     return failed(f"{answer:.4g} is off; wavelength = 2π · base^(2i/d_model) with i = column // 2.")
 
 
+@checker
 def check_first_slow_column(answer: int | None, length: float, d_model: int, base: float = 10000.0) -> Feedback:
     """Check the first (lowest) column whose period exceeds ``length`` positions."""
-    if answer is None or answer is Ellipsis:
+    if is_placeholder(answer):
         return not_done()
+    answer, problem = as_integer(answer, f"a column index (an integer between 0 and {d_model - 1})")
+    if problem is not None:
+        return problem
     periods = [2 * math.pi * base ** (2 * (j // 2) / d_model) for j in range(d_model)]
     want = next((j for j, p in enumerate(periods) if p > length), None)
+    if want is None:
+        return failed(f"No column of a {d_model}-wide model has a period over {length:g} positions: "
+                      "check the exercise's settings.")
     if answer == want:
         return passed(f"Column {want} is the first whose period ({periods[want]:.1f}) exceeds {length:g} positions.")
     if want is not None and answer == want + 1:
         return failed(f"Column {answer} works, but so does column {want}: both columns of a pair share one period.")
-    if isinstance(answer, int) and 0 <= answer < d_model:
+    if 0 <= answer < d_model:
         return failed(f"Column {answer} has period {periods[answer]:.1f}: " + ("not long enough." if periods[answer] <= length else "long enough, but an earlier column already is."))
     return failed(f"Answer with a column index between 0 and {d_model - 1}.")

@@ -8,14 +8,15 @@ from collections.abc import Callable
 import torch
 
 from ..sinusoidal import sinusoidal_table
-from ._feedback import Feedback, attempt, failed, not_done, passed
+from ._feedback import Feedback, as_number, attempt, checker, failed, is_placeholder, not_done, passed
 
 __all__ = ["check_table_function", "check_angle_spacing"]
 
 
+@checker
 def check_table_function(my_table: Callable[[int, int], torch.Tensor] | None, max_len: int = 70000, d_model: int = 16) -> Feedback:
     """Check ``my_table(max_len, d_model)``: shape, layout, and accuracy out to large positions."""
-    if my_table is None or my_table is Ellipsis:
+    if is_placeholder(my_table):
         return not_done()
     table, problem = attempt(f"my_table({max_len}, {d_model})", my_table, max_len, d_model)
     if problem is not None:
@@ -27,7 +28,14 @@ def check_table_function(my_table: Callable[[int, int], torch.Tensor] | None, ma
                       "Did the sin/cos interleaving keep both halves?")
     if not table.is_floating_point():
         return failed(f"dtype {table.dtype}: a table of sines needs a floating dtype.")
+    if table.device.type == "meta":
+        return failed("my_table returned a tensor on the meta device: it has a shape but no values. Build it on the CPU.")
     table = table.detach().cpu().double()
+    finite = torch.isfinite(table)
+    if not bool(finite.all()):
+        pos, col = (int(v) for v in (~finite).nonzero()[0])
+        return failed(f"The table holds {int((~finite).sum())} NaN/inf entries, the first at position {pos}, column {col} "
+                      f"({table[pos, col].item()}): sin and cos are always finite — look for a division by zero or 0 * inf.")
     exact = sinusoidal_table(max_len, d_model, dtype=torch.float64)
     near = (table[:1000] - exact[:1000]).abs().max().item()
     if near > 1e-4:
@@ -47,13 +55,16 @@ def check_table_function(my_table: Callable[[int, int], torch.Tensor] | None, ma
     return passed(f"Correct: within 5e-7 of the exact values at every position up to {max_len - 1}.")
 
 
+@checker
 def check_angle_spacing(answer: float | None, angle: float = 50000.0) -> Feedback:
     """Check the spacing between neighbouring float32 numbers near ``angle`` (one ulp)."""
-    if answer is None or answer is Ellipsis:
+    if is_placeholder(answer):
         return not_done()
+    answer, problem = as_number(answer, "a spacing (a positive number)")
+    if problem is not None:
+        return problem
     exponent = math.floor(math.log2(angle))
     want = 2.0 ** (exponent - 23)
-    answer = float(answer)
     if math.isclose(answer, want, rel_tol=1e-6):
         return passed(f"float32 numbers near {angle:g} are {want:g} apart, so an angle is rounded by up to {want / 2:g} rad.")
     if math.isclose(answer, want / 2, rel_tol=1e-6):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
+import numpy as np
 import torch
 
 from ..variants import CHEAP_TESTS, VARIANTS
-from ._feedback import Feedback, failed, not_done, passed
+from ._feedback import Feedback, SetupError, attempt, checker, describe_error, failed, is_placeholder, not_done, passed
 
 __all__ = ["check_bug_test", "check_mystery", "mystery_table", "check_dropout_fix"]
 
@@ -27,27 +29,35 @@ _HINTS = {
 }
 
 
+class _NotABool(Exception):
+    """The student's test returned something other than one True/False."""
+
+
 def _verdict(my_test: Callable[[torch.Tensor], object], table: torch.Tensor) -> bool:
     result = my_test(table.clone())
-    if isinstance(result, torch.Tensor):
-        if result.numel() != 1:
-            raise TypeError(f"returned a tensor of shape {list(result.shape)}; return one True/False (e.g. with .all())")
-        result = result.item()
-    if not isinstance(result, bool) and type(result).__name__ != "bool_":  # numpy.bool_ is fine
-        raise TypeError(f"returned {result!r}; return True (table is correct) or False (bug found)")
+    if isinstance(result, (torch.Tensor, np.ndarray)):
+        if math.prod(result.shape) != 1 or (isinstance(result, torch.Tensor) and result.device.type == "meta"):
+            raise _NotABool(f"returned an array of shape {list(result.shape)}; return one True/False (e.g. with .all())")
+        result = result.reshape(()).item() if isinstance(result, np.ndarray) else result.item()
+    if not isinstance(result, (bool, np.bool_)):  # np.True_ (from np.all, np.allclose …) is fine
+        text = " ".join(repr(result).split())[:60]
+        raise _NotABool(f"returned {text} ({type(result).__name__}); return True (table is correct) or False (bug found)")
     return bool(result)
 
 
+@checker
 def check_bug_test(my_test: Callable[[torch.Tensor], bool] | None, bug: str) -> Feedback:
     """Check ``my_test(table) -> bool``: True for the paper's table, False for the ``bug`` variant.
 
     The test is run on tables of several sizes (:data:`SIZES`) in float32 and float64. The
     feedback also says which other variants the test catches and which slip through.
     """
-    if bug not in VARIANTS or bug == "paper":
-        raise ValueError(f"bug must be one of {[n for n in VARIANTS if n != 'paper']}, got {bug!r}")
-    if my_test is None or my_test is Ellipsis:
+    if not isinstance(bug, str) or bug not in VARIANTS or bug == "paper":
+        raise SetupError(f"bug must be one of {[n for n in VARIANTS if n != 'paper']}, got {bug!r}")
+    if is_placeholder(my_test):
         return not_done()
+    if not callable(my_test):
+        return failed(f"my_test must be a function table -> True/False; got {type(my_test).__name__}.")
     cases = [(n, d, dt) for n, d in SIZES for dt in (torch.float32, torch.float64)]
     try:
         for n, d, dt in cases:
@@ -63,10 +73,10 @@ def check_bug_test(my_test: Callable[[torch.Tensor], bool] | None, bug: str) -> 
             if name not in ("paper", bug):
                 tables = [VARIANTS[name](n, d, dtype=dt) for n, d, dt in cases]
                 (slipped if any(_verdict(my_test, t) for t in tables) else caught).append(name)
-    except NotImplementedError:
-        return not_done()
-    except Exception as err:  # show the student their own error, briefly
-        return failed(f"my_test raised {type(err).__name__}: {err}")
+    except _NotABool as err:
+        return failed(f"my_test {err}.")
+    except (Exception, SystemExit) as err:  # show the student their own error, briefly
+        return describe_error("my_test", err)
     if let_through:
         n, d, dt = let_through[0]
         return failed(
@@ -89,9 +99,10 @@ def mystery_table(max_len: int = 100, d_model: int = 16) -> torch.Tensor:
     return VARIANTS[_MYSTERY](max_len, d_model)
 
 
+@checker
 def check_mystery(answer: str | None) -> Feedback:
     """Check the name of the variant that built :func:`mystery_table`."""
-    if answer is None or answer is Ellipsis:
+    if is_placeholder(answer):
         return not_done()
     if not isinstance(answer, str):
         return failed(f"Answer with the variant's name as a string, e.g. \"sin_only\", got {type(answer).__name__}.")
@@ -113,24 +124,31 @@ def check_mystery(answer: str | None) -> Feedback:
     return failed(f"Not {answer}: its values differ from the mystery table's.")  # pragma: no cover
 
 
+@checker
 def check_dropout_fix(add_positions: Callable[..., torch.Tensor] | None) -> Feedback:
     """Check ``add_positions(x, table, p, training) -> dropout(x + table[:seq])`` with dropout only in training."""
-    if add_positions is None or add_positions is Ellipsis:
+    if is_placeholder(add_positions):
         return not_done()
+    if not callable(add_positions):
+        return failed(f"add_positions must be a function (x, table, p, training) -> tensor; got {type(add_positions).__name__}.")
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 40, 16, generator=g)
     table = VARIANTS["paper"](64, 16)
     want = x + table[:40]
-    try:
-        torch.manual_seed(0)
-        evals = [add_positions(x, table, p=0.5, training=False) for _ in range(2)]
-        trained = add_positions(x, table, p=0.5, training=True)
-    except NotImplementedError:
-        return not_done()
-    except Exception as err:
-        return failed(f"add_positions raised {type(err).__name__}: {err}")
-    if not all(isinstance(out, torch.Tensor) and out.shape == want.shape for out in [*evals, trained]):
+    torch.manual_seed(0)
+    outs = []
+    for training in (False, False, True):
+        out, problem = attempt("add_positions", lambda t=training: add_positions(x.clone(), table.clone(), p=0.5, training=t))
+        if problem is not None:
+            return problem
+        outs.append(out)
+    if not all(isinstance(out, torch.Tensor) and out.shape == want.shape for out in outs):
         return failed(f"add_positions must return a tensor shaped like x, {list(x.shape)}.")
+    if not all(out.is_floating_point() and out.device.type != "meta" for out in outs):
+        return failed("add_positions must return real floating values (x + the table), with data (not on the meta device).")
+    evals, trained = [out.detach().cpu().float() for out in outs[:2]], outs[2].detach().cpu().float()
+    if not all(bool(torch.isfinite(out).all()) for out in outs):
+        return failed("add_positions returned NaN or inf: x + table[:seq_len] is finite, and dropout only zeroes and scales.")
     if not all(torch.allclose(out, want, atol=1e-6) for out in evals):
         if any((out == 0).any() for out in evals):
             return failed(

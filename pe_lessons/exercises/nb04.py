@@ -8,7 +8,7 @@ import numbers
 import torch
 
 from ..sinusoidal import sinusoidal_table, wavelengths
-from ._feedback import Feedback, failed, not_done, passed
+from ._feedback import Feedback, SetupError, as_integer, as_number, checker, failed, is_placeholder, not_done, passed
 from .nb01 import check_wavelength
 
 __all__ = ["check_predicted_wavelength", "check_first_honest_column", "check_buggy_heatmap"]
@@ -22,13 +22,14 @@ def _is_number(value: object) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(float(value))
 
 
+@checker
 def check_predicted_wavelength(answer: float | None, column: int, d_model: int, base: float = 10000.0) -> Feedback:
     """Check a predicted wavelength (in positions) of ``column`` in a model of width ``d_model`` and ``base``."""
-    if answer is None or answer is Ellipsis:
+    if is_placeholder(answer):
         return not_done()
-    if not _is_number(answer):
-        return failed(f"Answer with a number of positions, got {answer!r}.")
-    answer = float(answer)
+    answer, problem = as_number(answer, "a number of positions")
+    if problem is not None:
+        return problem
     i = column // 2
     want = 2 * math.pi * base ** (2 * i / d_model)
     if _close(answer, want):
@@ -38,6 +39,7 @@ def check_predicted_wavelength(answer: float | None, column: int, d_model: int, 
     return check_wavelength(answer, column, d_model, base)  # the formula's usual slips (2π, pair index, frequency)
 
 
+@checker
 def check_first_honest_column(answer: int | None, n_positions: int, pixels: int, d_model: int, base: float = 10000.0) -> Feedback:
     """Check the first column a picture of ``n_positions`` rows in ``pixels`` pixels can draw without aliasing.
 
@@ -45,11 +47,11 @@ def check_first_honest_column(answer: int | None, n_positions: int, pixels: int,
     period is only visible if it spans more than two pixels, i.e. exceeds
     ``2 · n_positions / pixels`` positions.
     """
-    if answer is None or answer is Ellipsis:
+    if is_placeholder(answer):
         return not_done()
-    if isinstance(answer, bool) or not isinstance(answer, numbers.Integral):
-        return failed(f"Answer with a column index (an integer between 0 and {d_model - 1}), got {answer!r}.")
-    answer = int(answer)
+    answer, problem = as_integer(answer, f"a column index (an integer between 0 and {d_model - 1})")
+    if problem is not None:
+        return problem
     per_pixel = n_positions / pixels
     lam = [float(v) for v in wavelengths(d_model, base).repeat_interleave(2)]  # period of every column
     want = next((j for j, p in enumerate(lam) if p > 2 * per_pixel), None)
@@ -80,13 +82,14 @@ def _is_paper_table(table: torch.Tensor, base: float) -> bool:
     return bool(torch.allclose(table.detach().cpu().double(), exact, atol=1e-3, rtol=0))
 
 
+@checker
 def check_buggy_heatmap(answer: str | None, table_a: torch.Tensor, table_b: torch.Tensor, base: float = 10000.0) -> Feedback:
     """Check which of two pictured tables (``"A"`` or ``"B"``) is the buggy one."""
-    if answer is None or answer is Ellipsis:
+    if is_placeholder(answer):
         return not_done()
     good = {name: _is_paper_table(t, base) for name, t in (("A", table_a), ("B", table_b))}
     if sum(good.values()) != 1:
-        raise ValueError("check_buggy_heatmap needs exactly one correct table among table_a and table_b")
+        raise SetupError("check_buggy_heatmap needs exactly one correct table among table_a and table_b")
     buggy = "A" if good["B"] else "B"
     table = table_a if buggy == "A" else table_b
     if not isinstance(answer, str) or answer.strip().upper() not in ("A", "B"):

@@ -11,15 +11,25 @@ import torch
 
 from ..offsets import offset_blocks
 from ..sinusoidal import sinusoidal_table
-from ._feedback import Feedback, failed, not_done, passed
+from ._feedback import Feedback, as_integer, checker, describe_error, failed, is_placeholder, not_done, passed
 
 __all__ = ["check_pair_block", "check_shift", "check_return_offset"]
 
 
 def _as_matrix(answer: object) -> torch.Tensor | None:
+    """The answer as a float64 CPU tensor, or None if it is not an array of real numbers."""
+    if isinstance(answer, (str, bytes)):
+        return None
     try:
-        m = torch.as_tensor(answer, dtype=torch.float64)
-    except (TypeError, ValueError, RuntimeError):
+        if isinstance(answer, torch.Tensor):
+            if answer.is_complex() or answer.device.type == "meta":
+                return None
+            answer = answer.detach().cpu()
+        m = torch.as_tensor(answer)
+        if m.is_complex() or m.dtype == torch.bool:
+            return None
+        m = m.to(torch.float64)
+    except Exception:  # nested lists of text, ragged lists, objects, huge ints …
         return None
     return m
 
@@ -28,14 +38,17 @@ def _same(a: torch.Tensor, b: torch.Tensor, tol: float = 1e-6) -> bool:
     return a.shape == b.shape and bool((a - b).abs().max() <= tol)
 
 
+@checker
 def check_pair_block(answer: object, k: int = 3, i: int = 1, d_model: int = 8, base: float = 10000.0) -> Feedback:
     """Check the 2×2 block of ``M_k`` for pair ``i``: it maps ``(sin a, cos a)`` to ``(sin(a+b), cos(a+b))``, ``b = k·ω_i``."""
-    if answer is None or answer is Ellipsis:
+    if is_placeholder(answer):
         return not_done()
     m = _as_matrix(answer)
     if m is None or m.shape != (2, 2):
         shape = list(m.shape) if m is not None else type(answer).__name__
-        return failed(f"Answer with a 2×2 matrix (a list of two rows of two numbers), got {shape}.")
+        return failed(f"Answer with a 2×2 matrix (a list of two rows of two real numbers), got {shape}.")
+    if not bool(torch.isfinite(m).all()):
+        return failed(f"Your matrix holds NaN or inf ({m.tolist()}): every entry of a rotation is a cos or sin, in [−1, 1].")
     omega = base ** (-2 * i / d_model)
     b = k * omega
     want = offset_blocks(k, d_model, base)[i]
@@ -105,14 +118,17 @@ def _no_trig() -> Iterator[None]:
             setattr(obj, name, original)
 
 
+@checker
 def check_shift(my_shift: Callable[[torch.Tensor, torch.Tensor], object] | None, d_model: int = 8) -> Feedback:
     """Check ``my_shift(pe_pos, pe_k) -> PE(pos + k)`` on several (pos, k), without sin or cos.
 
     ``pe_pos`` and ``pe_k`` are float64 rows of the table. While ``my_shift`` runs,
     ``math``/``torch``/``numpy`` sin and cos raise, so a solution that calls them is told so.
     """
-    if my_shift is None or my_shift is Ellipsis:
+    if is_placeholder(my_shift):
         return not_done()
+    if not callable(my_shift):
+        return failed(f"my_shift must be a function (pe_pos, pe_k) -> row; got {type(my_shift).__name__}.")
     table = sinusoidal_table(200, d_model, dtype=torch.float64)
     cases = [(5, 3), (17, 40), (0, 9), (120, 1), (33, 33)]
     swap = torch.arange(d_model).view(-1, 2).flip(-1).reshape(-1)
@@ -120,20 +136,20 @@ def check_shift(my_shift: Callable[[torch.Tensor, torch.Tensor], object] | None,
         try:
             with _no_trig():
                 got = my_shift(table[pos].clone(), table[k].clone())
-        except NotImplementedError:
-            return not_done()
         except _TrigCalled:
             return failed("Your function calls sin or cos. It does not need to: PE(k) already holds sin(k·ω_i) "
                           "(column 2i) and cos(k·ω_i) (column 2i+1), the entries of M_k.")
-        except Exception as err:  # show the student their own error, briefly
-            return failed(f"my_shift(PE({pos}), PE({k})) raised {type(err).__name__}: {err}")
-        try:
-            got = torch.as_tensor(got, dtype=torch.float64).reshape(-1)
-        except (TypeError, ValueError, RuntimeError):
-            return failed(f"my_shift must return a row of {d_model} numbers (tensor or list), got {type(got).__name__}.")
+        except (Exception, SystemExit) as err:  # show the student their own error, briefly
+            return describe_error(f"my_shift(PE({pos}), PE({k}))", err)
+        row = _as_matrix(got)
+        if row is None:
+            return failed(f"my_shift must return a row of {d_model} real numbers (tensor or list), got {type(got).__name__}.")
+        got = row.reshape(-1)
         want = table[pos + k]
         if got.numel() != d_model:
             return failed(f"my_shift returned {got.numel()} numbers; a row has d_model = {d_model}.")
+        if not bool(torch.isfinite(got).all()):
+            return failed(f"For pos = {pos}, k = {k}: your row holds NaN or inf; PE(pos + k) holds sines and cosines.")
         if _same(got, want, 1e-9):
             continue
         where = f"For pos = {pos}, k = {k}: "
@@ -157,6 +173,7 @@ def _distance(k: int) -> float:
     return 2 * abs(math.sin(k / 2))
 
 
+@checker
 def check_return_offset(answer: object, max_offset: int = 100) -> Feedback:
     """Check the offset ``k`` in ``1 ≤ k ≤ max_offset`` after which pair 0 comes back closest to where it started.
 
@@ -164,16 +181,16 @@ def check_return_offset(answer: object, max_offset: int = 100) -> Feedback:
     of ``M_k`` is closest to the identity, and ``(sin, cos)`` closest to its start (distance
     ``2|sin(k/2)|``, the same for every pos), when ``k`` is nearest a multiple of ``2π``.
     """
-    if answer is None or answer is Ellipsis:
+    if is_placeholder(answer):
         return not_done()
-    if isinstance(answer, torch.Tensor) and answer.numel() == 1 and not answer.dtype.is_floating_point:
-        answer = int(answer.item())
-    if isinstance(answer, bool) or not isinstance(answer, numbers.Integral):
-        if isinstance(answer, numbers.Real) and abs(float(answer) / (2 * math.pi) - round(float(answer) / (2 * math.pi))) < 1e-3:
+    k, problem = as_integer(answer, f"an integer offset k between 1 and {max_offset}")
+    if problem is not None:
+        value = answer.item() if isinstance(answer, torch.Tensor) and answer.numel() == 1 else answer
+        if (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and value != 0
+                and abs(float(value) / (2 * math.pi) - round(float(value) / (2 * math.pi))) < 1e-3):
             return failed("That is a multiple of 2π, but offsets are whole numbers of positions: k must be an integer, "
                           "and no integer is exactly a multiple of 2π.")
-        return failed(f"Answer with an integer offset k between 1 and {max_offset}.")
-    k = int(answer)
+        return problem
     if not 1 <= k <= max_offset:
         return failed(f"k = {k} is outside the search range 1 ≤ k ≤ {max_offset}.")
     best = min(range(1, max_offset + 1), key=_distance)

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
-from ._feedback import Feedback, attempt, failed, not_done, passed
+from ._feedback import Feedback, as_integer, attempt, checker, describe_error, failed, not_done, passed
 
 __all__ = ["check_learned_module", "check_predicted_error", "check_failing_lengths"]
 
@@ -17,6 +17,24 @@ def _is_placeholder(value: object) -> bool:
     return value is None or value is Ellipsis
 
 
+def _int_set(values: object) -> set[int] | None:
+    """The integers in a list/tuple/set/array of integers, or None if it is anything else."""
+    if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__iter__"):
+        return None
+    try:
+        items = list(values)  # type: ignore[call-overload]
+    except Exception:
+        return None
+    out = set()
+    for item in items:
+        value, problem = as_integer(item)
+        if problem is not None:
+            return None
+        out.add(value)
+    return out
+
+
+@checker
 def check_learned_module(cls: type | None, max_len: int = 6, d_model: int = 4) -> Feedback:
     """Check a student's ``cls(max_len, d_model)``: a trainable ``[max_len, d_model]`` table added to
     ``x [batch, seq, d_model]``, and a ``ValueError`` naming both numbers when ``seq > max_len``."""
@@ -28,7 +46,11 @@ def check_learned_module(cls: type | None, max_len: int = 6, d_model: int = 4) -
 
 
 def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
-    module, problem = attempt(f"{getattr(cls, '__name__', 'your class')}({max_len}, {d_model})", cls, max_len, d_model)
+    name = getattr(cls, "__name__", None)
+    name = name if isinstance(name, str) else "your class"
+    if not callable(cls):
+        return failed(f"Pass the class itself (class MyLearned(nn.Module): …), got {type(cls).__name__}.")
+    module, problem = attempt(f"{name}({max_len}, {d_model})", cls, max_len, d_model)
     if problem is not None:
         return problem
     if not isinstance(module, nn.Module):
@@ -48,7 +70,11 @@ def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
     if not isinstance(out, torch.Tensor) or out.shape != x.shape:
         shape = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         return failed(f"forward must return a tensor shaped like x, {list(x.shape)}; got {shape}.")
-    added = (out - x).detach()
+    if not out.is_floating_point() or out.device != x.device:
+        return failed(f"forward must return real floating values on x's device ({x.device}); got {out.dtype} on {out.device}.")
+    if not bool(torch.isfinite(out.detach()).all()):
+        return failed("forward returned NaN or inf: x + weight[:seq] is finite when the table is (initialise it with finite values).")
+    added = (out - x).detach().to(table.dtype)
     seq = x.shape[1]
     if not torch.allclose(added, table[:seq].detach().expand_as(added), atol=1e-6):
         if torch.allclose(added, table[-seq:].detach().expand_as(added), atol=1e-6):
@@ -58,13 +84,21 @@ def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
         return failed("out - x should be weight[:seq] (the same rows for every batch item): row pos is added at position pos.")
     if torch.count_nonzero(table) == 0:
         return failed("The table starts as all zeros; initialise it randomly (e.g. torch.randn(...) * 0.02) so positions differ from the start.")
+    no_grad = "No gradient reaches the table: do not detach it or wrap the addition in torch.no_grad()."
+    if not out.requires_grad:  # detached, or computed under torch.no_grad(): backward would raise
+        return failed(no_grad)
     table.grad = None
-    out.sum().backward()
+    try:
+        out.sum().backward()
+    except (Exception, SystemExit) as err:
+        return describe_error("backward through your forward", err)
     if table.grad is None or not table.grad[:seq].any():
-        return failed("No gradient reaches the table: do not detach it or wrap the addition in torch.no_grad().")
+        return failed(no_grad)
     too_long = max_len + 3
     try:
         module(torch.randn(1, too_long, d_model))
+    except NotImplementedError as err:
+        return describe_error(f"forward on {too_long} positions", err)
     except ValueError as err:
         numbers = set(re.findall(r"\d+", str(err)))
         if not {str(too_long), str(max_len)} <= numbers:
@@ -78,21 +112,22 @@ def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
     return passed(f"A trainable [{max_len}, {d_model}] table, the first seq rows added, gradients flow, and a clear ValueError past max_len.")
 
 
+@checker
 def check_predicted_error(exception: type | None, numbers: Iterable[int] | None, *, seq_len: int = 20, max_len: int = 12) -> Feedback:
     """Check a prediction of what a learned table with ``max_len`` rows does on ``seq_len`` positions:
     the exception class and the two numbers its message names."""
     if _is_placeholder(exception) or _is_placeholder(numbers):
         return not_done()
-    try:
-        numbers = {int(n) for n in numbers}  # type: ignore[union-attr]
-    except (TypeError, ValueError):
+    numbers = _int_set(numbers)
+    if numbers is None:
         return failed("numbers should be a list of two integers, e.g. [3, 4].")
     if isinstance(exception, str):
         return failed(f"Give the exception class itself (e.g. KeyError, no quotes), not the string {exception!r}.")
     if exception is IndexError:
         return failed("IndexError is what a bare table lookup gives (the classic 'index out of range' crash); pe_lessons checks the length first.")
     if exception is not ValueError:
-        name = getattr(exception, "__name__", repr(exception))
+        name = getattr(exception, "__name__", None)
+        name = name if isinstance(name, str) else f"{type(exception).__name__} object"
         return failed(f"{name} is not it: a length that the table cannot serve is a bad value, so the module raises ValueError.")
     if numbers == {seq_len, max_len}:
         return passed(f"ValueError naming the sequence length {seq_len} and max_len {max_len}.")
@@ -103,14 +138,14 @@ def check_predicted_error(exception: type | None, numbers: Iterable[int] | None,
     return failed(f"The message names the sequence length and the table's max_len; you gave {sorted(numbers)}.")
 
 
+@checker
 def check_failing_lengths(answer: Iterable[int] | None, lengths: Iterable[int] = (6, 11, 12, 13, 24), *, max_len: int = 12) -> Feedback:
     """Check which of ``lengths`` a learned table with ``max_len`` rows refuses (those > ``max_len``)."""
     if _is_placeholder(answer):
         return not_done()
-    try:
-        chosen = {int(n) for n in answer}  # type: ignore[union-attr]
-    except (TypeError, ValueError):
-        return failed("Answer with a list of lengths, e.g. [24].")
+    chosen = _int_set(answer)
+    if chosen is None:
+        return failed("Answer with a list of lengths (integers), e.g. [24].")
     lengths = list(lengths)
     want = {n for n in lengths if n > max_len}
     if chosen == want:

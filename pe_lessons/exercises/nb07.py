@@ -7,7 +7,7 @@ from collections.abc import Callable
 import torch
 
 from ..rotary import apply_rope, to_half_layout, to_interleaved_layout
-from ._feedback import Feedback, attempt, failed, not_done, passed
+from ._feedback import Feedback, as_number, attempt, checker, failed, is_placeholder, not_done, passed
 
 __all__ = ["check_rotate_half", "check_to_half_layout", "check_score_prediction"]
 
@@ -28,16 +28,22 @@ def _call(fn: Callable[[torch.Tensor], object], x: torch.Tensor, name: str) -> t
         return failed(f"{name}(x) returned a {type(out).__name__}; return a tensor of x's shape.")
     if tuple(out.shape) != tuple(x.shape):
         return failed(f"{name}(x) returned shape {list(out.shape)}; it must keep x's shape {list(x.shape)}.")
-    return out.to(torch.float64)
+    if not out.is_floating_point() or out.device.type == "meta":
+        return failed(f"{name}(x) returned {out.dtype} values on {out.device}; it must return x's real values, moved.")
+    out = out.detach().to("cpu", torch.float64)
+    if not bool(torch.isfinite(out).all()):
+        return failed(f"{name}(x) returned NaN or inf; x is finite, and moving (or negating) features keeps it so.")
+    return out
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(torch.allclose(a, b, rtol=1e-6, atol=1e-9))
 
 
+@checker
 def check_rotate_half(my_rotate_half: Callable[[torch.Tensor], torch.Tensor] | None, d: int = 8) -> Feedback:
     """Check ``my_rotate_half(x)``: ``[x1, x2] -> [-x2, x1]`` on the last dimension (halves of size d/2)."""
-    if my_rotate_half is None or my_rotate_half is Ellipsis:
+    if is_placeholder(my_rotate_half):
         return not_done()
     x = _probe(d)
     out = _call(my_rotate_half, x, "my_rotate_half")
@@ -65,9 +71,10 @@ def check_rotate_half(my_rotate_half: Callable[[torch.Tensor], torch.Tensor] | N
     return failed("Not rotate_half: split the last dimension into halves x1, x2 and return torch.cat((-x2, x1), dim=-1).")
 
 
+@checker
 def check_to_half_layout(my_to_half: Callable[[torch.Tensor], torch.Tensor] | None, d: int = 8) -> Feedback:
     """Check ``my_to_half(x)``: features of an interleaved-layout ``x`` reordered for the half layout (``x[..., P]``)."""
-    if my_to_half is None or my_to_half is Ellipsis:
+    if is_placeholder(my_to_half):
         return not_done()
     x = _probe(d)
     out = _call(my_to_half, x, "my_to_half")
@@ -78,7 +85,10 @@ def check_to_half_layout(my_to_half: Callable[[torch.Tensor], torch.Tensor] | No
         # the point of the conversion: half-layout RoPE on converted q, k gives the original scores
         q, k = x, _probe(d).flip(-1)
         s_orig = apply_rope(q) @ apply_rope(k).transpose(-1, -2)
-        s_conv = apply_rope(out, layout="half") @ apply_rope(my_to_half(k.clone()).double(), layout="half").transpose(-1, -2)
+        k_conv = _call(my_to_half, k, "my_to_half")
+        if isinstance(k_conv, Feedback):
+            return k_conv
+        s_conv = apply_rope(out, layout="half") @ apply_rope(k_conv, layout="half").transpose(-1, -2)
         if not _same(s_conv, s_orig):  # pragma: no cover - a correct permutation always passes
             return failed("The features are right for this x, but not for another one: is your function deterministic?")
         return passed("Feature 2i goes to i and 2i+1 to i + d/2: with layout='half' the converted q and k give exactly the original scores.")
@@ -94,6 +104,7 @@ def check_to_half_layout(my_to_half: Callable[[torch.Tensor], torch.Tensor] | No
     return failed("Not a reordering of x's features: the conversion only permutes them (x[..., P], P = [0, 2, …, d-2, 1, 3, …, d-1]).")
 
 
+@checker
 def check_score_prediction(
     answer: float | torch.Tensor | None,
     q: torch.Tensor,
@@ -104,12 +115,11 @@ def check_score_prediction(
     layout: str = "interleaved",
 ) -> Feedback:
     """Check a predicted score ``⟨R_m q, R_n k⟩`` for 1-D ``q``, ``k`` (rotated with ``apply_rope``)."""
-    if answer is None or answer is Ellipsis:
+    if is_placeholder(answer):
         return not_done()
-    try:
-        value = float(answer)
-    except (TypeError, ValueError):
-        return failed(f"Answer with one number (a float or a one-element tensor), got {type(answer).__name__}.")
+    value, problem = as_number(answer, "one number (a float or a one-element tensor)")
+    if problem is not None:
+        return problem
     q64, k64 = q.detach().double().reshape(1, -1), k.detach().double().reshape(1, -1)
 
     def score(a: int, b: int, lay: str = layout) -> float:

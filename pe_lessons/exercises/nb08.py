@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from ._feedback import Feedback, failed, not_done, passed
+from ._feedback import Feedback, SetupError, as_number, checker, failed, is_placeholder, not_done, passed
 
 __all__ = ["BIAS_SHAPE", "ROPE_SHAPE", "GPU_BANDWIDTH", "check_bytes_moved", "check_predicted_time"]
 
@@ -29,14 +29,14 @@ def _near(a: float, b: float, rel: float = 0.02) -> bool:
     return abs(a - b) <= rel * abs(b)
 
 
+@checker
 def check_bytes_moved(answer: float | None) -> Feedback:
     """Bytes that ``y = x + bias`` must move: read ``x``, read ``bias`` once, write ``y`` (float32)."""
-    try:
-        value = _number(answer)
-    except TypeError:
-        return failed(f"Answer with a number of bytes, got {type(answer).__name__}.")
-    if value is None:
+    if is_placeholder(answer):
         return not_done()
+    value, problem = as_number(answer, "a number of bytes")
+    if problem is not None:
+        return problem
     n = math.prod(BIAS_SHAPE)
     d = BIAS_SHAPE[-1]
     want = 4 * (2 * n + d)
@@ -53,6 +53,7 @@ def check_bytes_moved(answer: float | None) -> Feedback:
     return failed(f"{value:,.0f} bytes is off. Count what the op must read once and write once, in bytes (float32 = 4 bytes).")
 
 
+@checker
 def check_predicted_time(answer_us: float | None, kernel: str = "fused") -> Feedback:
     """Predicted time in microseconds of RoPE on a bfloat16 ``ROPE_SHAPE`` tensor at ``GPU_BANDWIDTH``.
 
@@ -60,14 +61,13 @@ def check_predicted_time(answer_us: float | None, kernel: str = "fused") -> Feed
     ``kernel="eager"``: the five eager kernels of ``q*cos + rotate_half(q)*sin`` (``10N`` elements).
     The small cos/sin tables are ignored.
     """
-    if kernel not in ("fused", "eager"):
-        raise ValueError(f'kernel must be "fused" or "eager", got {kernel!r}')
-    try:
-        value = _number(answer_us)
-    except TypeError:
-        return failed(f"Answer with a number of microseconds, got {type(answer_us).__name__}.")
-    if value is None:
+    if not isinstance(kernel, str) or kernel not in ("fused", "eager"):
+        raise SetupError(f'kernel must be "fused" or "eager", got {kernel!r}')
+    if is_placeholder(answer_us):
         return not_done()
+    value, problem = as_number(answer_us, "a number of microseconds")
+    if problem is not None:
+        return problem
     n = math.prod(ROPE_SHAPE)
     passes = 2 if kernel == "fused" else 10
     want = passes * n * 2 / GPU_BANDWIDTH * 1e6

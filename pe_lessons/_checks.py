@@ -8,8 +8,8 @@ expected, so a student never meets an ``IndexError`` from deep inside torch.
 from __future__ import annotations
 
 import math
-import os
 import numbers
+import os
 
 import torch
 
@@ -121,7 +121,9 @@ def format_bytes(nbytes: float) -> str:
     raise AssertionError  # unreachable
 
 
-def check_fits(name: str, shape: tuple[int, ...] | list[int], dtype: torch.dtype | int, *, what: str = "the result") -> None:
+def check_fits(
+    name: str, shape: tuple[int, ...] | list[int], dtype: torch.dtype | int, *, what: str = "the result"
+) -> None:
     """Raise ``ValueError`` naming ``name`` when a tensor of ``shape`` would exceed the memory limit.
 
     ``dtype`` is a torch dtype or a size in bytes per element. Call it *before* allocating.

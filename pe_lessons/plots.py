@@ -692,7 +692,8 @@ def roofline(
     Points on the slanted part of the roof are memory-bound; on the flat part, compute-bound.
     """
     if not isinstance(points, pd.DataFrame):
-        raise TypeError(f"points must be a pandas DataFrame with columns op, intensity, gflops, got {type(points).__name__}")
+        kind = type(points).__name__
+        raise TypeError(f"points must be a pandas DataFrame with columns op, intensity, gflops, got {kind}")
     if not {"op", "intensity", "gflops"} <= set(points.columns):
         raise ValueError(f"points must have columns op, intensity, gflops; it has {list(points.columns)}")
     if len(points) > MAX_ROWS:

@@ -182,9 +182,10 @@ def test_sizes_on_a_gpu_are_far_above_its_l2_cache_and_the_cpu_keeps_its_sizes()
 
 def test_default_sizes_follow_the_device(monkeypatch):
     seen = {}
-    monkeypatch.setattr(bench, "default_sizes", lambda device, quick=False: seen.setdefault(str(device), (((16, 4),), ((1, 1, 4, 8),))))
+    tiny = (((16, 4),), ((1, 1, 4, 8),))
+    monkeypatch.setattr(bench, "default_sizes", lambda device, quick=False: seen.setdefault(str(device), tiny))
     rows = bench.bench_sinusoidal(**FAST) + bench.bench_rope(compile=False, **FAST)
-    assert seen == {"cpu": (((16, 4),), ((1, 1, 4, 8),))}
+    assert seen == {"cpu": tiny}
     assert {r["size"] for r in rows} == {"16x4", "1x1x4x8"}
 
 

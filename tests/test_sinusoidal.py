@@ -252,7 +252,9 @@ def test_cached_subtables_give_the_same_bits_and_stay_bounded():
     assert len(sm._SUBTABLES) <= sm._SUBTABLES_MAX_ENTRIES
 
 
-@pytest.mark.parametrize("cast, dtype", [(lambda m: m.half(), torch.float16), (lambda m: m.to(torch.bfloat16), torch.bfloat16)])
+@pytest.mark.parametrize(
+    "cast, dtype", [(lambda m: m.half(), torch.float16), (lambda m: m.to(torch.bfloat16), torch.bfloat16)]
+)
 def test_half_and_bfloat16_modules_keep_the_table_exact_and_cast_at_use(cast, dtype):
     pe = SinusoidalPositionalEncoding(64, max_len=4096).eval()
     x = torch.randn(2, 4096, 64)
@@ -279,7 +281,8 @@ def test_double_module_recomputes_the_exact_float64_table():
     assert pe.table.dtype == torch.float64
     assert torch.equal(pe.table, sinusoidal_table(300, 16, dtype=torch.float64))
     pe.eval()(torch.zeros(1, 700, 16, dtype=torch.float64))  # grows in float64
-    assert pe.table.dtype == torch.float64 and torch.equal(pe.table[:700], sinusoidal_table(700, 16, dtype=torch.float64))
+    assert pe.table.dtype == torch.float64
+    assert torch.equal(pe.table[:700], sinusoidal_table(700, 16, dtype=torch.float64))
 
 
 def test_table_and_growing_module_compile_with_inductor():

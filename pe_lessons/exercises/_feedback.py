@@ -10,6 +10,7 @@ student's function; :func:`checker` is the last safety net around a whole checke
 from __future__ import annotations
 
 import functools
+import linecache
 import math
 import numbers
 from collections.abc import Callable
@@ -82,21 +83,28 @@ def _short(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _raised_by_library(err: BaseException) -> bool:
-    """Whether the innermost frame of ``err`` is inside torch or numpy (a real error, not a stub)."""
+def _is_stub(err: BaseException) -> bool:
+    """Whether ``err`` is the exercise stub's own ``raise NotImplementedError`` — not one that torch
+    raises for an unsupported operation (those are real errors of the student's code)."""
+    if not isinstance(err, NotImplementedError):
+        return False
     tb = err.__traceback__
     if tb is None:
-        return False
+        return not str(err)
     while tb.tb_next is not None:
         tb = tb.tb_next
-    module = str(tb.tb_frame.f_globals.get("__name__", ""))
-    return module.split(".")[0] in ("torch", "numpy", "einops")
+    if str(tb.tb_frame.f_globals.get("__name__", "")).split(".")[0] in ("torch", "numpy", "einops"):
+        return False
+    if not str(err):
+        return True
+    line = linecache.getline(tb.tb_frame.f_code.co_filename, tb.tb_lineno)  # notebook cells are in linecache
+    return "raise NotImplementedError" in line
 
 
 def describe_error(label: str, err: BaseException) -> Feedback:
     """Feedback for an exception raised by the student's code: a stub's ``NotImplementedError``
     is "not answered yet"; anything else is shown briefly, with its type."""
-    if isinstance(err, NotImplementedError) and not _raised_by_library(err):
+    if _is_stub(err):
         return stub(label.split("(")[0].strip() or label)
     text = " ".join(str(err).split())
     if len(text) > 200:
@@ -134,6 +142,15 @@ class _NotOne(Exception):
     pass
 
 
+def _kind(value: object) -> str:
+    """How to name a value that is not the expected kind: "the text 'abc'", "the complex number 1j" …"""
+    if isinstance(value, numbers.Complex) and not isinstance(value, (bool, numbers.Real)):
+        return f"the complex number {_short(value)}"
+    if isinstance(value, str):
+        return f"the text {_short(value)}"
+    return f"{_short(value)} ({type(value).__name__})"
+
+
 def as_number(answer: object, what: str = "a number") -> tuple[float | None, Feedback | None]:
     """``(float(answer), None)`` for a finite real number (a NumPy scalar or a one-element tensor
     too), else ``(None, feedback)`` naming what is wrong with it (text, bool, complex, NaN, inf …)."""
@@ -142,13 +159,7 @@ def as_number(answer: object, what: str = "a number") -> tuple[float | None, Fee
     except _NotOne as err:
         return None, failed(f"Answer with {what}, got {err}.")
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        if isinstance(value, numbers.Complex) and not isinstance(value, bool):
-            kind = f"the complex number {_short(value)}"
-        elif isinstance(value, str):
-            kind = f"the text {_short(value)}"
-        else:
-            kind = f"{_short(value)} ({type(value).__name__})"
-        return None, failed(f"Answer with {what}, got {kind}.")
+        return None, failed(f"Answer with {what}, got {_kind(value)}.")
     try:
         number = float(value)
     except (OverflowError, ValueError, TypeError):
@@ -170,7 +181,7 @@ def as_integer(answer: object, what: str = "an integer") -> tuple[int | None, Fe
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         if isinstance(value, numbers.Real) and not isinstance(value, bool):
             return None, failed(f"Answer with {what}, got the non-integer {_short(value)} ({type(value).__name__}).")
-        return None, failed(f"Answer with {what}, got {_short(value)} ({type(value).__name__}).")
+        return None, failed(f"Answer with {what}, got {_kind(value)}.")
     return int(value), None
 
 

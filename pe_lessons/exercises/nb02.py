@@ -29,13 +29,15 @@ def check_table_function(my_table: Callable[[int, int], torch.Tensor] | None, ma
     if not table.is_floating_point():
         return failed(f"dtype {table.dtype}: a table of sines needs a floating dtype.")
     if table.device.type == "meta":
-        return failed("my_table returned a tensor on the meta device: it has a shape but no values. Build it on the CPU.")
+        return failed("my_table returned a tensor on the meta device: it has a shape but no values. "
+                      "Build it on the CPU.")
     table = table.detach().cpu().double()
     finite = torch.isfinite(table)
     if not bool(finite.all()):
         pos, col = (int(v) for v in (~finite).nonzero()[0])
-        return failed(f"The table holds {int((~finite).sum())} NaN/inf entries, the first at position {pos}, column {col} "
-                      f"({table[pos, col].item()}): sin and cos are always finite — look for a division by zero or 0 * inf.")
+        return failed(f"The table holds {int((~finite).sum())} NaN/inf entries, the first at position {pos}, "
+                      f"column {col} ({table[pos, col].item()}): sin and cos are always finite — look for a "
+                      "division by zero or 0 * inf.")
     exact = sinusoidal_table(max_len, d_model, dtype=torch.float64)
     near = (table[:1000] - exact[:1000]).abs().max().item()
     if near > 1e-4:

@@ -37,11 +37,14 @@ def _verdict(my_test: Callable[[torch.Tensor], object], table: torch.Tensor) -> 
     result = my_test(table.clone())
     if isinstance(result, (torch.Tensor, np.ndarray)):
         if math.prod(result.shape) != 1 or (isinstance(result, torch.Tensor) and result.device.type == "meta"):
-            raise _NotABool(f"returned an array of shape {list(result.shape)}; return one True/False (e.g. with .all())")
+            shape = list(result.shape)
+            raise _NotABool(f"returned an array of shape {shape}; return one True/False (e.g. with .all())")
         result = result.reshape(()).item() if isinstance(result, np.ndarray) else result.item()
     if not isinstance(result, (bool, np.bool_)):  # np.True_ (from np.all, np.allclose …) is fine
         text = " ".join(repr(result).split())[:60]
-        raise _NotABool(f"returned {text} ({type(result).__name__}); return True (table is correct) or False (bug found)")
+        raise _NotABool(
+            f"returned {text} ({type(result).__name__}); return True (table is correct) or False (bug found)"
+        )
     return bool(result)
 
 
@@ -130,7 +133,8 @@ def check_dropout_fix(add_positions: Callable[..., torch.Tensor] | None) -> Feed
     if is_placeholder(add_positions):
         return not_done()
     if not callable(add_positions):
-        return failed(f"add_positions must be a function (x, table, p, training) -> tensor; got {type(add_positions).__name__}.")
+        kind = type(add_positions).__name__
+        return failed(f"add_positions must be a function (x, table, p, training) -> tensor; got {kind}.")
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 40, 16, generator=g)
     table = VARIANTS["paper"](64, 16)
@@ -138,17 +142,20 @@ def check_dropout_fix(add_positions: Callable[..., torch.Tensor] | None) -> Feed
     torch.manual_seed(0)
     outs = []
     for training in (False, False, True):
-        out, problem = attempt("add_positions", lambda t=training: add_positions(x.clone(), table.clone(), p=0.5, training=t))
+        run = lambda t=training: add_positions(x.clone(), table.clone(), p=0.5, training=t)  # noqa: E731
+        out, problem = attempt("add_positions", run)
         if problem is not None:
             return problem
         outs.append(out)
     if not all(isinstance(out, torch.Tensor) and out.shape == want.shape for out in outs):
         return failed(f"add_positions must return a tensor shaped like x, {list(x.shape)}.")
     if not all(out.is_floating_point() and out.device.type != "meta" for out in outs):
-        return failed("add_positions must return real floating values (x + the table), with data (not on the meta device).")
+        return failed("add_positions must return real floating values (x + the table), "
+                      "with data (not on the meta device).")
     evals, trained = [out.detach().cpu().float() for out in outs[:2]], outs[2].detach().cpu().float()
     if not all(bool(torch.isfinite(out).all()) for out in outs):
-        return failed("add_positions returned NaN or inf: x + table[:seq_len] is finite, and dropout only zeroes and scales.")
+        return failed("add_positions returned NaN or inf: x + table[:seq_len] is finite, "
+                      "and dropout only zeroes and scales.")
     if not all(torch.allclose(out, want, atol=1e-6) for out in evals):
         if any((out == 0).any() for out in evals):
             return failed(

@@ -8,7 +8,18 @@ import numbers
 import torch
 
 from ..sinusoidal import sinusoidal_table, wavelengths
-from ._feedback import Feedback, SetupError, as_integer, as_number, checker, failed, is_placeholder, not_done, passed
+from ._feedback import (
+    Feedback,
+    SetupError,
+    _kind,
+    as_integer,
+    as_number,
+    checker,
+    failed,
+    is_placeholder,
+    not_done,
+    passed,
+)
 from .nb01 import check_wavelength
 
 __all__ = ["check_predicted_wavelength", "check_first_honest_column", "check_buggy_heatmap"]
@@ -93,7 +104,7 @@ def check_buggy_heatmap(answer: str | None, table_a: torch.Tensor, table_b: torc
     buggy = "A" if good["B"] else "B"
     table = table_a if buggy == "A" else table_b
     if not isinstance(answer, str) or answer.strip().upper() not in ("A", "B"):
-        return failed(f"Answer with the letter of the buggy heatmap, \"A\" or \"B\", got {answer!r}.")
+        return failed(f"Answer with the letter of the buggy heatmap, \"A\" or \"B\", got {_kind(answer)}.")
     if answer.strip().upper() == buggy:
         clue = ""
         if torch.all(table[0].abs() < 1e-6):

@@ -48,7 +48,8 @@ def check_pair_block(answer: object, k: int = 3, i: int = 1, d_model: int = 8, b
         shape = list(m.shape) if m is not None else type(answer).__name__
         return failed(f"Answer with a 2×2 matrix (a list of two rows of two real numbers), got {shape}.")
     if not bool(torch.isfinite(m).all()):
-        return failed(f"Your matrix holds NaN or inf ({m.tolist()}): every entry of a rotation is a cos or sin, in [−1, 1].")
+        return failed(f"Your matrix holds NaN or inf ({m.tolist()}): every entry of a rotation is a cos or sin, "
+                      "in [−1, 1].")
     omega = base ** (-2 * i / d_model)
     b = k * omega
     want = offset_blocks(k, d_model, base)[i]
@@ -143,7 +144,8 @@ def check_shift(my_shift: Callable[[torch.Tensor, torch.Tensor], object] | None,
             return describe_error(f"my_shift(PE({pos}), PE({k}))", err)
         row = _as_matrix(got)
         if row is None:
-            return failed(f"my_shift must return a row of {d_model} real numbers (tensor or list), got {type(got).__name__}.")
+            kind = type(got).__name__
+            return failed(f"my_shift must return a row of {d_model} real numbers (tensor or list), got {kind}.")
         got = row.reshape(-1)
         want = table[pos + k]
         if got.numel() != d_model:

@@ -71,9 +71,11 @@ def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
         shape = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         return failed(f"forward must return a tensor shaped like x, {list(x.shape)}; got {shape}.")
     if not out.is_floating_point() or out.device != x.device:
-        return failed(f"forward must return real floating values on x's device ({x.device}); got {out.dtype} on {out.device}.")
+        return failed(f"forward must return real floating values on x's device ({x.device}); "
+                      f"got {out.dtype} on {out.device}.")
     if not bool(torch.isfinite(out.detach()).all()):
-        return failed("forward returned NaN or inf: x + weight[:seq] is finite when the table is (initialise it with finite values).")
+        return failed("forward returned NaN or inf: x + weight[:seq] is finite when the table is "
+                      "(initialise it with finite values).")
     added = (out - x).detach().to(table.dtype)
     seq = x.shape[1]
     if not torch.allclose(added, table[:seq].detach().expand_as(added), atol=1e-6):

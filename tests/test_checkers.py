@@ -1,0 +1,427 @@
+"""Every exercise checker answers *any* answer with Feedback: it never raises, never says ✅ to
+garbage (NaN, inf, text, wrong shapes or types, functions that raise), and names the problem.
+
+The property test enumerates ``pe_lessons.exercises.__all__``: a checker added later is covered
+automatically — and fails loudly until its required arguments are listed in ``SETTINGS``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from pe_lessons import LearnedPositionalEmbedding, exercises, pe_formula, sinusoidal_table
+from pe_lessons.exercises import _feedback
+from pe_lessons.variants import VARIANTS
+
+CHECKERS = sorted(name for name in exercises.__all__ if name.startswith("check_"))
+
+_q = torch.tensor([0.3, -1.2, 0.7, 0.1, 2.0, -0.4, 0.9, 1.5], dtype=torch.float64)
+_k = torch.tensor([1.1, 0.2, -0.8, 0.5, -1.3, 0.6, 0.4, -0.2], dtype=torch.float64)
+
+#: Exercise settings (required arguments other than the answer) that make each checker's
+#: exercise well posed, and which parameters hold the student's answer (default: the first).
+SETTINGS: dict[str, dict] = {
+    "check_pe_row": {},
+    "check_wavelength": {"kwargs": {"column": 10, "d_model": 64}},
+    "check_first_slow_column": {"kwargs": {"length": 1000, "d_model": 64}},
+    "check_table_function": {},
+    "check_angle_spacing": {},
+    "check_bug_test": {"kwargs": {"bug": "sin_only"}},
+    "check_mystery": {},
+    "check_dropout_fix": {},
+    "check_predicted_wavelength": {"kwargs": {"column": 64, "d_model": 128, "base": 500000}},
+    "check_first_honest_column": {"kwargs": {"n_positions": 45000, "pixels": 300, "d_model": 64}},
+    "check_buggy_heatmap": {"kwargs": {"table_a": VARIANTS["sin_only"](100, 16), "table_b": sinusoidal_table(100, 16)}},
+    "check_pair_block": {},
+    "check_shift": {},
+    "check_return_offset": {},
+    "check_learned_module": {},
+    "check_predicted_error": {"kwargs": {"numbers": [20, 12]}, "answers": ["exception", "numbers"],
+                              "good": {"exception": ValueError, "numbers": [20, 12]}},
+    "check_failing_lengths": {},
+    "check_rotate_half": {},
+    "check_to_half_layout": {},
+    "check_score_prediction": {"kwargs": {"q": _q, "k": _k, "m": 50, "n": 40}},
+    "check_bytes_moved": {},
+    "check_predicted_time": {},
+}
+
+
+def _call_args(name: str, answer_param: str, answer: object) -> tuple[list, dict]:
+    """Positional answer (or keyword) plus the settings, with the other answers at good values."""
+    entry = SETTINGS[name]
+    kwargs = dict(entry.get("kwargs", {}))
+    kwargs.update({p: v for p, v in entry.get("good", {}).items() if p != answer_param})
+    kwargs[answer_param] = answer
+    return [], kwargs
+
+
+def _answer_params(name: str) -> list[str]:
+    params = list(inspect.signature(getattr(exercises, name)).parameters)
+    return SETTINGS[name].get("answers", params[:1])
+
+
+def test_every_checker_has_settings_for_its_required_arguments():
+    missing = [name for name in CHECKERS if name not in SETTINGS]
+    assert not missing, (
+        f"checker(s) {missing} are not listed in tests/test_checkers.py SETTINGS: add their required "
+        "exercise arguments there, so the garbage-answer property test covers them"
+    )
+    for name in CHECKERS:
+        sig = inspect.signature(getattr(exercises, name))
+        answers = _answer_params(name)
+        required = [p.name for p in sig.parameters.values()
+                    if p.default is inspect.Parameter.empty and p.kind is not p.VAR_POSITIONAL
+                    and p.kind is not p.VAR_KEYWORD and p.name not in answers]
+        given_ = set(SETTINGS[name].get("kwargs", {})) | set(SETTINGS[name].get("good", {}))
+        assert set(required) <= given_, f"{name}: SETTINGS lacks required argument(s) {sorted(set(required) - given_)}"
+
+
+# ---------------------------------------------------------------- garbage answers
+
+
+class _Broken:
+    """An object whose every conversion fails."""
+
+    def __repr__(self):
+        raise RuntimeError("broken repr")
+
+    def __float__(self):
+        raise RuntimeError("broken float")
+
+    def __int__(self):
+        raise RuntimeError("broken int")
+
+    def __index__(self):
+        raise RuntimeError("broken index")
+
+    def __iter__(self):
+        raise RuntimeError("broken iter")
+
+    def __len__(self):
+        raise RuntimeError("broken len")
+
+    def __eq__(self, other):
+        raise RuntimeError("broken eq")
+
+    __hash__ = object.__hash__
+
+
+class _TensorLike(torch.Tensor):
+    pass
+
+
+def _raiser(exc: BaseException):
+    def f(*args, **kwargs):
+        raise exc
+
+    return f
+
+
+_numbers = st.one_of(
+    st.sampled_from([math.nan, math.inf, -math.inf, -0.0, 1e308, -1e-320, 10**400, -(10**30), 1 + 2j,
+                     complex(math.nan, 0), True, False, np.float64("nan"), np.float32("inf"), np.True_,
+                     np.bool_(False), np.complex64(1j)]),
+    st.floats(allow_nan=True, allow_infinity=True).filter(lambda v: not (1e-12 <= abs(v) <= 1e13)),  # no real answer
+)
+_texts = st.one_of(st.text(max_size=8), st.sampled_from(["abc", "ValueError", "C", "", "nan", "36", b"bytes"])).filter(
+    lambda t: not (isinstance(t, str) and t.strip().upper() in ("A", "B"))  # a real answer of check_buggy_heatmap
+)
+_dtypes = st.sampled_from([torch.float32, torch.float64, torch.float16, torch.int64, torch.bool, torch.complex64])
+
+
+@st.composite
+def _tensors(draw):
+    shape = draw(st.lists(st.integers(0, 5), max_size=3))
+    dtype = draw(_dtypes)
+    fill = draw(st.sampled_from([math.nan, math.inf, 0.0, 1.0, -3.5, None]))
+    t = torch.randn(shape, dtype=torch.float64) if fill is None else torch.full(shape, fill, dtype=torch.float64)
+    if dtype.is_complex:
+        return t.to(dtype) * (1 + 1j)
+    if not dtype.is_floating_point:
+        return torch.nan_to_num(t, nan=0.0, posinf=0.0, neginf=0.0).to(dtype)
+    return t.to(dtype)
+
+
+_plain = st.one_of(
+    _numbers,
+    _texts,
+    _tensors(),
+    st.sampled_from([torch.empty(2, 2, device="meta"), np.array([1.0, math.nan]), np.array([[True]]), np.zeros((2, 2)),
+                     torch.tensor(math.nan), torch.full((8,), math.nan), torch.full((70000, 16), math.nan),
+                     _Broken(), object(), type, int, ValueError, KeyError(), {"a": 1}, {1, 2}, (), [], [[]],
+                     [1, 2], ["a", "b"], [[1, 2], [3]], [math.nan] * 8, [[math.nan, 0], [0, 1]], [[1 + 1j, 0], [0, 1]],
+                     range(3), iter([1, 2]), slice(1), Ellipsis.__class__]),
+    st.lists(_numbers, max_size=9),
+)
+_callables = st.one_of(
+    _plain.map(lambda value: (lambda *args, **kwargs: value)),
+    st.sampled_from([_raiser(e) for e in (NotImplementedError(), NotImplementedError("not for this dtype"),
+                                          ValueError("bad"), ZeroDivisionError(), KeyError("k"), RecursionError(),
+                                          TypeError(), SystemExit(1), AttributeError("x"))]),
+    st.sampled_from([print, len, abs, torch.zeros_like, torch.sin, lambda *a: a, lambda x: x, nn.Identity, nn.Linear,
+                     lambda *a, **k: _Broken(), lambda *a, **k: _TensorLike(torch.zeros(3)),
+                     lambda *a, **k: torch.zeros(1, requires_grad=True)]),
+)
+GARBAGE = st.one_of(_plain, _callables)
+
+
+@pytest.mark.parametrize("name", CHECKERS)
+def test_garbage_answers_get_feedback_never_an_exception_nor_a_pass(name, monkeypatch):
+    if name not in SETTINGS:
+        pytest.fail(f"{name} is not listed in SETTINGS: add its required exercise arguments there")
+    monkeypatch.setattr(_feedback, "STRICT", True)  # a checker's own slip must surface here, not as feedback
+    check = getattr(exercises, name)
+
+    @settings(max_examples=60, deadline=None)
+    @given(answer=GARBAGE, which=st.sampled_from(_answer_params(name)))
+    def run(answer, which):
+        args, kwargs = _call_args(name, which, answer)
+        with torch.random.fork_rng(devices=[]):
+            feedback = check(*args, **kwargs)
+        assert isinstance(feedback, exercises.Feedback), (name, answer, feedback)
+        assert not feedback.ok, f"{name} said ✅ to {answer!r}: {feedback}"
+        assert isinstance(feedback.message, str) and len(feedback.message) > 10
+        assert str(feedback).startswith("❌ ")
+
+    run()
+
+
+# ---------------------------------------------------------------- good answers still pass
+
+
+def _my_table(n, d):
+    return sinusoidal_table(n, d)
+
+
+def _paper_test(table):
+    row0 = torch.tensor([0.0, 1.0] * (table.shape[1] // 2), dtype=torch.float64)
+    return bool(torch.allclose(table[0].double(), row0))
+
+
+def _numpy_test(table):  # returns np.True_ / np.False_
+    t = table.double().numpy()
+    return np.all(np.abs(t[:, 0::2] ** 2 + t[:, 1::2] ** 2 - 1) < 1e-3) & np.allclose(t[0, 1::2], 1.0)
+
+
+def _add_positions(x, table, p, training):
+    return torch.nn.functional.dropout(x + table[: x.shape[1]], p=p, training=training)
+
+
+def _shift(pe_pos, pe_k):
+    s, c = pe_pos[0::2], pe_pos[1::2]
+    sk, ck = pe_k[0::2], pe_k[1::2]
+    return torch.stack((s * ck + c * sk, c * ck - s * sk), -1).flatten()
+
+
+def _rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def _to_half(x):
+    return torch.cat((x[..., 0::2], x[..., 1::2]), -1)
+
+
+def _score():
+    from pe_lessons import apply_rope
+
+    return float((apply_rope(_q.reshape(1, -1), [50]) * apply_rope(_k.reshape(1, -1), [40])).sum())
+
+
+def _block():
+    b = 3 * 10000 ** (-2 / 8)
+    return [[math.cos(b), math.sin(b)], [-math.sin(b), math.cos(b)]]
+
+
+CORRECT = {
+    "check_pe_row": pe_formula,
+    "check_wavelength": 2 * math.pi * 10000 ** (10 / 64),
+    "check_first_slow_column": np.int64(36),
+    "check_table_function": _my_table,
+    "check_angle_spacing": np.float32(2.0**-8),
+    "check_bug_test": _numpy_test,
+    "check_mystery": "shifted_cos_exponent",
+    "check_dropout_fix": _add_positions,
+    "check_predicted_wavelength": torch.tensor(2 * math.pi * 500000 ** (64 / 128)),
+    "check_first_honest_column": torch.tensor(28),
+    "check_buggy_heatmap": "A",
+    "check_pair_block": np.array(_block()),
+    "check_shift": _shift,
+    "check_return_offset": torch.tensor(44),
+    "check_learned_module": LearnedPositionalEmbedding,
+    "check_predicted_error": ValueError,
+    "check_failing_lengths": np.array([13, 24]),
+    "check_rotate_half": _rotate_half,
+    "check_to_half_layout": _to_half,
+    "check_score_prediction": None,  # filled below (needs apply_rope)
+    "check_bytes_moved": 4 * (2 * 8 * 512 * 768 + 768),
+    "check_predicted_time": 2 * 32 * 4096 * 128 * 2 / 2e12 * 1e6,
+}
+
+
+@pytest.mark.parametrize("name", [n for n in CHECKERS if n in CORRECT])
+def test_correct_answers_in_any_numeric_form_pass(name, monkeypatch):
+    monkeypatch.setattr(_feedback, "STRICT", True)
+    answer = _score() if name == "check_score_prediction" else CORRECT[name]
+    if name == "check_first_honest_column":
+        want = next(j for j in range(64) if 2 * math.pi * 10000 ** (2 * (j // 2) / 64) > 2 * 45000 / 300)
+        answer = torch.tensor(want)
+    args, kwargs = _call_args(name, _answer_params(name)[0], answer)
+    feedback = getattr(exercises, name)(*args, **kwargs)
+    assert feedback.ok, (name, feedback)
+
+
+# ---------------------------------------------------------------- the issue's cases, one by one
+
+
+@pytest.mark.parametrize("where", ["all", 5, 60000])
+def test_a_table_with_nan_is_not_correct(where):
+    def my_table(n, d):
+        t = sinusoidal_table(n, d)
+        if where == "all":
+            return torch.full_like(t, math.nan)
+        t[where, 3] = math.nan
+        return t
+
+    feedback = exercises.check_table_function(my_table)
+    assert not feedback.ok and "NaN" in feedback.message
+    if where != "all":
+        assert f"position {where}, column 3" in feedback.message
+
+
+def test_a_correct_test_returning_numpy_bool_is_accepted():
+    feedback = exercises.check_bug_test(lambda t: np.all(t[0, 1::2].numpy() == 1.0), "sin_only")
+    assert feedback.ok, feedback
+    wrong = exercises.check_bug_test(lambda t: np.float64(1.0), "sin_only")
+    assert not wrong.ok and "return True" in wrong.message
+
+
+class _Detached(nn.Module):
+    def __init__(self, max_len, d_model):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(max_len, d_model) * 0.02)
+        self.max_len = max_len
+
+    def forward(self, x):
+        if x.shape[1] > self.max_len:
+            raise ValueError(f"length {x.shape[1]} > max_len {self.max_len}")
+        return x + self.weight[: x.shape[1]].detach()
+
+
+class _NoGrad(_Detached):
+    def forward(self, x):
+        if x.shape[1] > self.max_len:
+            raise ValueError(f"length {x.shape[1]} > max_len {self.max_len}")
+        with torch.no_grad():
+            return x + self.weight[: x.shape[1]]
+
+
+@pytest.mark.parametrize("cls", [_Detached, _NoGrad])
+def test_learned_module_without_gradient_gets_the_no_gradient_message(cls):
+    feedback = exercises.check_learned_module(cls)
+    assert not feedback.ok and "No gradient reaches the table" in feedback.message
+
+
+@pytest.mark.parametrize("answer", ["abc", [1, 2], 1 + 2j, math.nan, math.inf, -math.inf, 10**400, True, torch.ones(3)])
+@pytest.mark.parametrize("check, kwargs", [
+    (exercises.check_wavelength, dict(column=10, d_model=64)),
+    (exercises.check_angle_spacing, {}),
+    (exercises.check_return_offset, {}),
+    (exercises.check_predicted_wavelength, dict(column=64, d_model=128)),
+    (exercises.check_bytes_moved, {}),
+    (exercises.check_predicted_time, {}),
+    (exercises.check_score_prediction, dict(q=_q, k=_k, m=5, n=4)),
+    (exercises.check_first_slow_column, dict(length=1000, d_model=64)),
+    (exercises.check_first_honest_column, dict(n_positions=45000, pixels=300, d_model=64)),
+])
+def test_non_numbers_get_feedback_that_names_them(check, kwargs, answer):
+    feedback = check(answer, **kwargs)
+    integer_checker = check in (exercises.check_return_offset, exercises.check_first_slow_column,
+                                exercises.check_first_honest_column)
+    assert not feedback.ok, feedback
+    if integer_checker and type(answer) is int and answer > 10**300:  # an integer, just far out of range
+        assert "between 0 and 63" in feedback.message or "outside the search range" in feedback.message
+        return
+    assert feedback.message.startswith("Answer with"), feedback
+    text = feedback.message.lower()
+    if isinstance(answer, str):
+        assert "text" in text
+    elif isinstance(answer, list):
+        assert "list" in text
+    elif isinstance(answer, complex):
+        assert "complex" in text
+    elif isinstance(answer, bool):
+        assert "true" in text
+    elif isinstance(answer, torch.Tensor):
+        assert "shape [3]" in text
+    elif integer_checker:
+        assert "non-integer" in text
+    elif isinstance(answer, int):
+        assert "too large" in text
+    elif math.isnan(answer):
+        assert "nan" in text
+    else:
+        assert "infinite" in text
+
+
+def test_numpy_integers_are_column_indices():
+    assert "not long enough" in exercises.check_first_slow_column(np.int64(0), length=1000, d_model=8).message
+    assert exercises.check_first_slow_column(np.int64(36), length=1000, d_model=64).ok
+    assert exercises.check_first_slow_column(torch.tensor(36), length=1000, d_model=64).ok
+
+
+def test_a_stub_is_not_answered_yet_but_a_library_not_implemented_error_is_an_error():
+    def my_pe(pos, d_model):
+        raise NotImplementedError
+
+    feedback = exercises.check_pe_row(my_pe)
+    assert not feedback.ok and "Not answered yet: my_pe still raises NotImplementedError" in feedback.message
+    assert "placeholder" not in feedback.message
+    assert exercises.check_pe_row(None).message == _feedback.NOT_DONE  # `None` / `...` keep their message
+
+    def meta_row(pos, d_model):  # torch's own NotImplementedError: a real error of the student's code
+        return torch.zeros(d_model, device="meta").tolist()
+
+    feedback = exercises.check_pe_row(meta_row)
+    assert not feedback.ok and "raised NotImplementedError" in feedback.message and "meta" in feedback.message
+
+    class Stub(nn.Module):
+        def __init__(self, max_len, d_model):
+            super().__init__()
+            raise NotImplementedError
+
+    assert "Stub still raises NotImplementedError" in exercises.check_learned_module(Stub).message
+    for check, stubbed in ((exercises.check_bug_test, "my_test"), (exercises.check_shift, "my_shift"),
+                           (exercises.check_rotate_half, "my_rotate_half"), (exercises.check_dropout_fix, "add_positions")):
+        args = ("sin_only",) if check is exercises.check_bug_test else ()
+        message = check(_raiser(NotImplementedError()), *args).message
+        assert f"{stubbed} still raises NotImplementedError" in message, message
+
+
+def test_setup_errors_are_still_errors():
+    with pytest.raises(ValueError, match="bug must be one of"):
+        exercises.check_bug_test(_paper_test, "no_such_bug")
+    with pytest.raises(ValueError, match="kernel"):
+        exercises.check_predicted_time(1.0, kernel="slow")
+
+
+def test_the_safety_net_turns_an_unforeseen_error_into_feedback(monkeypatch):
+    @_feedback.checker
+    def check_fragile(answer):
+        return _feedback.passed("ok") if 1 / answer else _feedback.failed("no")
+
+    feedback = check_fragile(0)
+    assert not feedback.ok and "ZeroDivisionError" in feedback.message
+    monkeypatch.setattr(_feedback, "STRICT", True)
+    with pytest.raises(ZeroDivisionError):
+        check_fragile(0)
+    assert inspect.signature(check_fragile).parameters.keys() == {"answer"}

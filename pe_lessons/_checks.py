@@ -98,10 +98,11 @@ def memory_limit() -> int:
     if env:
         try:
             value = int(float(env))
-        except ValueError:
+        except (ValueError, OverflowError):
             raise ValueError(f"PE_LESSONS_MAX_BYTES must be a number of bytes, got {env!r}") from None
-        if value > 0:
-            return value
+        if value <= 0:
+            raise ValueError(f"PE_LESSONS_MAX_BYTES must be a positive number of bytes, got {env!r}")
+        return value
     return DEFAULT_MEMORY_LIMIT
 
 

@@ -68,6 +68,7 @@ def offset_blocks(k: int, d_model: int, base: float = 10000.0, dtype: torch.dtyp
     d_model = check_d_model(d_model)
     base = check_base(base)
     dtype = check_float_dtype(dtype)
+    check_fits("d_model", (d_model // 2, 2, 2), torch.float64, what="the blocks")
     angles = float(k) * inverse_frequencies(d_model, base)
     c, s = torch.cos(angles), torch.sin(angles)
     return torch.stack((torch.stack((c, s), -1), torch.stack((-s, c), -1)), -2).to(dtype)
@@ -197,6 +198,7 @@ def best_linear_map(table: torch.Tensor, k: int) -> LinearFit:
             f"k = {k} leaves {max(n - abs(k), 0)} row pairs in a table of {n} rows; "
             f"a {d}-column fit needs at least {d} (use a longer table or a smaller |k|)"
         )
+    check_fits("table", tuple(table.shape), torch.float64, what="its float64 copy")
     t = table.detach().to("cpu", torch.float64)
     x, y = (t[: n - k], t[k:]) if k >= 0 else (t[-k:], t[: n + k])
     if not torch.isfinite(t).all():

@@ -28,9 +28,9 @@ the exact value for every position below ``2**20``, at roughly the cost of
 writing the table. float64, float16 and bfloat16 tables are computed in
 float64 and rounded once.
 
-On a GPU the small sub-tables are computed once on the CPU (so every device gets the same
-bits) and kept on the device (a small bounded cache per ``d_model``, ``base`` and device):
-a later call does only the multiply-adds there, with no host work and no copy.
+On a GPU the small sub-tables are computed once on the CPU (the same bits as a CPU table)
+and kept on the device (a small bounded cache per ``d_model``, ``base`` and device): a later
+call does only the multiply-adds there, with no host work and no copy.
 
 Sizes. A request whose result would exceed :func:`pe_lessons.memory_limit` (4 GiB by
 default) is refused with a ``ValueError`` before anything is allocated.
@@ -166,8 +166,19 @@ def _angle_addition_table(max_len: int, d_model: int, base: float, device: torch
         sin_c, cos_c = sin_c[:, None, :], cos_c[:, None, :]
         out = torch.stack((sin_c * cos_f + cos_c * sin_f, cos_c * cos_f - sin_c * sin_f), dim=-1)
         return out.reshape(n_blocks * block, 2 * half)[:max_len]
-    sin_f, cos_f, sin_c, cos_c = _subtables(n_blocks, d_model, base, device)
-    to = dict(dtype=torch.float32, device=device)
+    if device.type == "cpu":  # cheap here (~0.1 ms), and every sin/cos evaluation stays visible to a tracer
+        sin_f, cos_f, sin_c, cos_c = _subtables_cpu(n_blocks, inverse_frequencies(d_model, base))
+    else:  # a GPU: the sub-tables come from the cache, so the device does all the work of a call
+        sin_f, cos_f, sin_c, cos_c = _subtables(n_blocks, d_model, base, device)
+    return _combine(sin_f, cos_f, sin_c, cos_c, max_len)
+
+
+def _combine(sin_f: torch.Tensor, cos_f: torch.Tensor, sin_c: torch.Tensor, cos_c: torch.Tensor,
+             max_len: int) -> torch.Tensor:
+    """Rows ``qB + r`` from the sub-tables, by angle addition, on the sub-tables' device (eager)."""
+    n_blocks, half = sin_c.shape
+    block = sin_f.shape[0]
+    to = dict(dtype=torch.float32, device=sin_f.device)
     out = torch.empty(n_blocks, block, half, 2, **to)
     tmp = torch.empty(n_blocks, block, half, **to)
     sin_c, cos_c = sin_c[:, None, :], cos_c[:, None, :]

@@ -312,3 +312,16 @@ def test_check_return_offset():
     assert "outside" in check_return_offset(0).message and "outside" in check_return_offset(710).message
     assert not check_return_offset(25).ok and not check_return_offset(True).ok
     assert check_return_offset(710, max_offset=1000).ok  # 710/113 ≈ 2π
+
+
+def test_best_linear_map_refuses_a_table_whose_float64_copy_is_too_big():
+    from pe_lessons import set_memory_limit
+
+    try:
+        set_memory_limit(1000)
+        with pytest.raises(ValueError, match="table: its float64 copy"):
+            best_linear_map(torch.zeros(40, 4), 1)  # 40 × 4 × 8 = 1280 bytes
+        with pytest.raises(ValueError, match="d_model: the blocks"):
+            offset_blocks(1, 64)  # 32 × 2 × 2 × 8 = 2048 bytes
+    finally:
+        set_memory_limit(None)

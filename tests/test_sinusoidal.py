@@ -231,25 +231,36 @@ def test_meta_device_gives_shapes_only():
         assert t.device.type == "meta" and t.shape == (1000, 8) and t.dtype == dtype
 
 
-def test_cached_subtables_give_the_same_bits_and_stay_bounded():
+def test_gpu_path_cached_subtables_give_the_cpu_tables_bits_and_stay_bounded():
+    """A GPU call combines cached sub-tables on the device; run that same path on the CPU: same bits."""
     from pe_lessons import sinusoidal as sm
 
     sm._SUBTABLES.clear()
-    first = sinusoidal_table(3000, 16)  # computes and caches the sub-tables for 12 blocks
+    cpu = torch.device("cpu")
+    first = sinusoidal_table(3000, 16)  # the CPU path: sub-tables computed afresh, not cached
+    assert not sm._SUBTABLES
+    assert torch.equal(sm._combine(*sm._subtables(12, 16, 10000.0, cpu), 3000), first)  # computed, cached
     assert len(sm._SUBTABLES) == 1
-    assert torch.equal(sinusoidal_table(3000, 16), first)  # from the cache
-    assert torch.equal(sinusoidal_table(700, 16), first[:700])  # a slice of the cached coarse table
-    assert torch.equal(sinusoidal_table(9000, 16)[:3000], first)  # the coarse table grows
+    assert torch.equal(sm._combine(*sm._subtables(12, 16, 10000.0, cpu), 3000), first)  # from the cache
+    assert torch.equal(sm._combine(*sm._subtables(3, 16, 10000.0, cpu), 700), first[:700])  # a slice of it
+    assert torch.equal(sm._combine(*sm._subtables(36, 16, 10000.0, cpu), 9000)[:3000], first)  # grown
+    assert len(sm._SUBTABLES) == 1 and sm._SUBTABLES[(16, 10000.0, "cpu")][2].shape[0] == 36
+    # a non-CPU device goes through the cache (meta: shapes only) and the cache stays bounded
     sm._SUBTABLES.clear()
-    assert torch.equal(sinusoidal_table(3000, 16), first)  # recomputed: same bits
-    # the uncached reference: the sub-tables computed afresh, combined without the cache
-    sin_f, cos_f, sin_c, cos_c = sm._subtables_cpu(12, inverse_frequencies(16))
-    s = (sin_c[:, None] * cos_f) + (cos_c[:, None] * sin_f)
-    c = (cos_c[:, None] * cos_f) - (sin_c[:, None] * sin_f)
-    assert torch.equal(torch.stack((s, c), -1).reshape(-1, 16)[:3000], first)
     for d in range(2, 2 * (sm._SUBTABLES_MAX_ENTRIES + 4), 2):
-        sinusoidal_table(300, d)
-    assert len(sm._SUBTABLES) <= sm._SUBTABLES_MAX_ENTRIES
+        assert sinusoidal_table(300, d, device="meta").shape == (300, d)
+    assert len(sm._SUBTABLES) == sm._SUBTABLES_MAX_ENTRIES
+    assert all(key[2] == "meta" for key in sm._SUBTABLES)
+    big = 2 * sm._SUBTABLES_MAX_BYTES // (8 * 32) * 256  # rows whose coarse table is over the byte bound
+    from pe_lessons import set_memory_limit
+
+    try:
+        set_memory_limit(2**40)  # meta tensors take no memory
+        sinusoidal_table(big, 64, device="meta")
+    finally:
+        set_memory_limit(None)
+    assert (64, 10000.0, "meta") not in sm._SUBTABLES
+    sm._SUBTABLES.clear()
 
 
 @pytest.mark.parametrize(
@@ -306,3 +317,12 @@ def test_variant_tables_refuse_oversized_requests_too():
         with pytest.raises(ValueError, match="max_len × d_model"):
             build(10**9, 512)
         assert build(3, 4).shape == (3, 4), name
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "inf", "nan"])
+def test_a_non_positive_or_non_finite_environment_limit_is_an_error(monkeypatch, value):
+    from pe_lessons import memory_limit
+
+    monkeypatch.setenv("PE_LESSONS_MAX_BYTES", value)
+    with pytest.raises(ValueError, match="PE_LESSONS_MAX_BYTES must be a"):
+        memory_limit()

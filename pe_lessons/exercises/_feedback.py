@@ -211,8 +211,11 @@ def checker(fn: Callable[..., Feedback]) -> Callable[..., Feedback]:
             if STRICT:
                 raise
             text = " ".join(str(err).split())[:200]
-            return failed(f"This answer could not be checked: {type(err).__name__}" + (f": {text}" if text else "")
-                          + ". Check its type and shape against the exercise.")
+            return failed(
+                f"This answer could not be checked: {type(err).__name__}"
+                + (f": {text}" if text else "")
+                + ". Check its type and shape against the exercise."
+            )
         if not isinstance(result, Feedback):  # pragma: no cover - a checker bug
             return failed(f"The checker returned {type(result).__name__}; please report this.")
         return result

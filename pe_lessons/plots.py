@@ -710,3 +710,58 @@ def roofline(
     )
     labels = alt.Chart(data).mark_text(align="left", dx=7, dy=-7).encode(x=x, y=y, text="op:N")
     return alt.layer(line, dots, labels, title=title).properties(width=width, height=height)
+
+
+__all__ += ["attention_heatmaps"]  # appended here, not above, so that parallel additions to this file merge cleanly
+
+
+def attention_heatmaps(
+    weights: dict[str, torch.Tensor],
+    *,
+    queries: Sequence[int] | torch.Tensor | None = None,
+    title: str = "Attention weights",
+    columns: int = 3,
+    cell: int = 6,
+    decimals: int = 3,
+) -> alt.FacetChart:
+    """One heatmap of attention weights per entry of ``weights`` (name → ``[q, k]`` tensor), side by side.
+
+    Rows are queries, columns keys (key positions ``0 … k-1``). ``queries`` gives the positions of
+    the rows (default ``0 … q-1``), e.g. when only the last rows of a long sequence are shown.
+    All panels share one colour scale (weights in ``[0, 1]``); values are rounded to ``decimals``.
+    """
+    if not isinstance(weights, dict) or not weights:
+        raise TypeError("weights must be a non-empty dict {name: [q, k] tensor of attention weights}")
+    columns = check_int("columns", columns, minimum=1)
+    cell = check_int("cell", cell, minimum=1)
+    decimals = check_int("decimals", decimals, minimum=0)
+    frames, shape = [], None
+    for name, w in weights.items():
+        w = check_tensor(f"weights[{name!r}]", w).detach().to("cpu", torch.float64)
+        if w.dim() != 2:
+            raise ValueError(f"weights[{name!r}] must be a [q, k] matrix, got shape {list(w.shape)}")
+        if shape is not None and tuple(w.shape) != shape:
+            raise ValueError(f"all weights must have the same shape; {name!r} has {list(w.shape)}, not {list(shape)}")
+        shape = tuple(w.shape)
+        rows = torch.arange(shape[0]) if queries is None else torch.as_tensor(queries).reshape(-1)
+        if rows.numel() != shape[0]:
+            raise ValueError(f"queries has {rows.numel()} positions for {shape[0]} rows of weights")
+        q_idx, k_idx = torch.meshgrid(rows, torch.arange(shape[1]), indexing="ij")
+        frames.append(pd.DataFrame({"query": q_idx.reshape(-1).numpy(), "key": k_idx.reshape(-1).numpy(),
+                                    "weight": w.reshape(-1).numpy().round(decimals), "panel": name}))
+    frame = pd.concat(frames, ignore_index=True)
+    if len(frame) > MAX_ROWS:
+        raise ValueError(f"{len(frame)} cells exceed {MAX_ROWS} chart rows; show fewer queries, keys or panels")
+    assert shape is not None
+    return (
+        alt.Chart(frame)
+        .mark_rect()
+        .encode(
+            x=alt.X("key:O", title="key position", axis=alt.Axis(labelOverlap=True, labelAngle=0)),
+            y=alt.Y("query:O", title="query position", axis=alt.Axis(labelOverlap=True)),
+            color=alt.Color("weight:Q", scale=alt.Scale(scheme="viridis", domain=[0, 1]), title="weight"),
+            tooltip=["panel", "query", "key", "weight"],
+        )
+        .properties(width=cell * shape[1], height=cell * shape[0])
+        .facet(facet=alt.Facet("panel:N", title=None, sort=list(weights)), columns=columns, title=title)
+    )

@@ -712,7 +712,8 @@ def roofline(
     return alt.layer(line, dots, labels, title=title).properties(width=width, height=height)
 
 
-__all__ += ["attention_heatmaps"]  # appended here, not above, so that parallel additions to this file merge cleanly
+# appended here, not in the list above, so that parallel additions to this file merge cleanly
+__all__ += ["attention_heatmaps", "accuracy_by_length"]
 
 
 def attention_heatmaps(
@@ -747,8 +748,17 @@ def attention_heatmaps(
         if rows.numel() != shape[0]:
             raise ValueError(f"queries has {rows.numel()} positions for {shape[0]} rows of weights")
         q_idx, k_idx = torch.meshgrid(rows, torch.arange(shape[1]), indexing="ij")
-        frames.append(pd.DataFrame({"query": q_idx.reshape(-1).numpy(), "key": k_idx.reshape(-1).numpy(),
-                                    "weight": w.reshape(-1).numpy().round(decimals), "panel": name}))
+        step = 2 ** max(0, math.ceil(math.log2(shape[1] / 8)))  # at most about 8 key labels
+        frames.append(
+            pd.DataFrame(
+                {
+                    "query": q_idx.reshape(-1).numpy(),
+                    "key": k_idx.reshape(-1).numpy(),
+                    "weight": w.reshape(-1).numpy().round(decimals),
+                    "panel": name,
+                }
+            )
+        )
     frame = pd.concat(frames, ignore_index=True)
     if len(frame) > MAX_ROWS:
         raise ValueError(f"{len(frame)} cells exceed {MAX_ROWS} chart rows; show fewer queries, keys or panels")
@@ -757,11 +767,58 @@ def attention_heatmaps(
         alt.Chart(frame)
         .mark_rect()
         .encode(
-            x=alt.X("key:O", title="key position", axis=alt.Axis(labelOverlap=True, labelAngle=0)),
+            x=alt.X("key:O", title="key position", axis=alt.Axis(values=list(range(0, shape[1], step)), labelAngle=0)),
             y=alt.Y("query:O", title="query position", axis=alt.Axis(labelOverlap=True)),
             color=alt.Color("weight:Q", scale=alt.Scale(scheme="viridis", domain=[0, 1]), title="weight"),
             tooltip=["panel", "query", "key", "weight"],
         )
         .properties(width=cell * shape[1], height=cell * shape[0])
         .facet(facet=alt.Facet("panel:N", title=None, sort=list(weights)), columns=columns, title=title)
+    )
+
+
+def accuracy_by_length(
+    frame: pd.DataFrame,
+    *,
+    title: str = "Accuracy against sequence length",
+    x_title: str = "evaluation length (tokens)",
+    width: int = 420,
+    height: int = 240,
+) -> alt.Chart:
+    """One line with points per ``scheme``: the mean ``accuracy`` over seeds against ``length`` (log axis).
+
+    ``frame`` has columns ``scheme``, ``length`` and ``accuracy`` (one row per run, e.g. per seed);
+    ``nan`` accuracies (a model that cannot run at that length) are dropped, so a scheme measured at
+    one length only still shows as a point. Means are rounded to 2 decimals.
+    """
+    if not isinstance(frame, pd.DataFrame) or not {"scheme", "length", "accuracy"} <= set(frame.columns):
+        raise ValueError("frame must be a DataFrame with columns scheme, length, accuracy")
+    order = list(dict.fromkeys(frame["scheme"]))
+    means = (
+        frame.dropna(subset=["accuracy"])
+        .groupby(["scheme", "length"], sort=False)["accuracy"]
+        .mean()
+        .round(2)
+        .reset_index()
+    )
+    if len(means) > MAX_ROWS:
+        raise ValueError(f"{len(means)} points exceed {MAX_ROWS} chart rows")
+    if (means["length"] <= 0).any():
+        raise ValueError("lengths must be positive (the axis is logarithmic)")
+    lengths = sorted(int(n) for n in frame["length"].unique())
+    return (
+        alt.Chart(means, title=title)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X(
+                "length:Q",
+                title=x_title,
+                scale=alt.Scale(type="log", domain=[lengths[0], lengths[-1]]),
+                axis=alt.Axis(values=lengths),
+            ),
+            y=alt.Y("accuracy:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("scheme:N", title="scheme", sort=order),
+            tooltip=["scheme", "length", "accuracy"],
+        )
+        .properties(width=width, height=height)
     )

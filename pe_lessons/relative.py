@@ -150,11 +150,14 @@ def t5_relative_bucket(
     max_exact = num_buckets // 2
     is_small = r < max_exact
     # T5's arithmetic, in float32 like T5 (clamped first so that no log(0) is taken where it is not used)
-    large = max_exact + (
-        torch.log(r.clamp(min=max_exact).float() / max_exact)
-        / math.log(max_distance / max_exact)
-        * (num_buckets - max_exact)
-    ).long()
+    large = (
+        max_exact
+        + (
+            torch.log(r.clamp(min=max_exact).float() / max_exact)
+            / math.log(max_distance / max_exact)
+            * (num_buckets - max_exact)
+        ).long()
+    )
     large = torch.clamp(large, max=num_buckets - 1)
     return buckets + torch.where(is_small, r, large)
 
@@ -167,8 +170,9 @@ def t5_bucket_edges(*, bidirectional: bool = True, num_buckets: int = 32, max_di
     """
     num_buckets, max_distance, bidirectional = _check_bucket_args(num_buckets, max_distance, bidirectional)
     distance = torch.arange(max_distance + 1)
-    buckets = t5_relative_bucket(-distance, bidirectional=bidirectional, num_buckets=num_buckets,
-                                 max_distance=max_distance)
+    buckets = t5_relative_bucket(
+        -distance, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+    )
     starts = torch.ones_like(buckets, dtype=torch.bool)
     starts[1:] = buckets[1:] != buckets[:-1]
     return distance[starts].tolist()
@@ -212,15 +216,18 @@ class RelativePositionBias(nn.Module):
         check_fits("q_len", [self.n_heads, q_len, k_len], self.weight.dtype, what="the bias")
         device = self.weight.device
         relative = torch.arange(k_len, device=device)[None, :] - torch.arange(q_len, device=device)[:, None]
-        return t5_relative_bucket(relative, bidirectional=self.bidirectional, num_buckets=self.num_buckets,
-                                  max_distance=self.max_distance)
+        return t5_relative_bucket(
+            relative, bidirectional=self.bidirectional, num_buckets=self.num_buckets, max_distance=self.max_distance
+        )
 
     def forward(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
         return self.weight[self.buckets(q_len, k_len)].permute(2, 0, 1)
 
     def extra_repr(self) -> str:
-        return (f"n_heads={self.n_heads}, num_buckets={self.num_buckets}, max_distance={self.max_distance}, "
-                f"bidirectional={self.bidirectional}")
+        return (
+            f"n_heads={self.n_heads}, num_buckets={self.num_buckets}, max_distance={self.max_distance}, "
+            f"bidirectional={self.bidirectional}"
+        )
 
 
 class ALiBiBias(nn.Module):
@@ -244,4 +251,3 @@ class ALiBiBias(nn.Module):
 
     def extra_repr(self) -> str:
         return f"n_heads={self.n_heads}"
-

@@ -272,8 +272,9 @@ class ToyTransformer(nn.Module):
         check_fits("vocab_size", [self.vocab_size, self.d_model], torch.float32, what="the token embedding")
         check_fits("n_classes", [self.n_classes, self.d_model], torch.float32, what="the output layer")
         check_fits("d_model", [4 * self.d_model, self.d_model], torch.float32, what="each MLP weight")
-        check_fits("n_layers", [n_layers, 12 * self.d_model, self.d_model], torch.float32,
-                   what="the blocks' parameters")
+        check_fits(
+            "n_layers", [n_layers, 12 * self.d_model, self.d_model], torch.float32, what="the blocks' parameters"
+        )
         if scheme in ("sinusoidal", "learned"):
             check_fits("max_len", [max_len, self.d_model], torch.float32, what="the position table")
         self.pooled, self.causal = pooled, causal
@@ -291,11 +292,14 @@ class ToyTransformer(nn.Module):
             self.relative = ALiBiBias(check_int("n_heads", n_heads, minimum=1))
         elif scheme == "t5":
             self.relative = RelativePositionBias(
-                check_int("n_heads", n_heads, minimum=1), num_buckets=num_buckets, max_distance=max_len,
+                check_int("n_heads", n_heads, minimum=1),
+                num_buckets=num_buckets,
+                max_distance=max_len,
                 bidirectional=not causal,
             )
-        blocks = (EncoderBlock(self.d_model, n_heads, rotate, bias=self.relative, causal=causal) for _ in range(n_layers))
-        self.blocks = nn.ModuleList(blocks)
+        self.blocks = nn.ModuleList(
+            EncoderBlock(self.d_model, n_heads, rotate, bias=self.relative, causal=causal) for _ in range(n_layers)
+        )
         self.norm = nn.LayerNorm(self.d_model)
         self.head = nn.Linear(self.d_model, self.n_classes)
 

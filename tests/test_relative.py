@@ -24,7 +24,8 @@ t5 = pytest.importorskip("transformers.models.t5.modeling_t5")
 
 def test_slopes_follow_the_paper_for_powers_of_two():
     assert alibi_slopes(8).tolist() == [2.0**-k for k in range(1, 9)]  # 1/2 … 1/256, exact
-    torch.testing.assert_close(alibi_slopes(16), torch.tensor([2.0 ** (-k / 2) for k in range(1, 17)], dtype=torch.float64))
+    want16 = torch.tensor([2.0 ** (-k / 2) for k in range(1, 17)], dtype=torch.float64)
+    torch.testing.assert_close(alibi_slopes(16), want16)
     assert alibi_slopes(1).tolist() == [2.0**-8]
     assert alibi_slopes(8).dtype == torch.float64
 
@@ -74,7 +75,9 @@ def test_alibi_module_matches_the_function_and_has_no_parameters():
 
 
 @pytest.mark.parametrize("bidirectional", [True, False])
-@pytest.mark.parametrize("num_buckets, max_distance", [(32, 128), (16, 64), (8, 16), (64, 1000), (33, 100), (6, 7), (4, 3)])
+@pytest.mark.parametrize(
+    "num_buckets, max_distance", [(32, 128), (16, 64), (8, 16), (64, 1000), (33, 100), (6, 7), (4, 3)]
+)
 def test_t5_buckets_identical_to_transformers(bidirectional, num_buckets, max_distance):
     r = torch.arange(-3000, 3001)
     ref = t5.T5Attention._relative_position_bucket(
@@ -108,8 +111,14 @@ def test_t5_bucket_structure_exact_then_logarithmic_then_clipped():
 
 def test_relative_position_bias_matches_t5_compute_bias():
     for is_decoder in (False, True):
-        config = t5.T5Config(d_model=16, d_kv=4, num_heads=4, relative_attention_num_buckets=16,
-                             relative_attention_max_distance=40, is_decoder=is_decoder)
+        config = t5.T5Config(
+            d_model=16,
+            d_kv=4,
+            num_heads=4,
+            relative_attention_num_buckets=16,
+            relative_attention_max_distance=40,
+            is_decoder=is_decoder,
+        )
         ref = t5.T5Attention(config, has_relative_attention_bias=True)
         ours = RelativePositionBias(4, num_buckets=16, max_distance=40, bidirectional=not is_decoder)
         with torch.no_grad():
@@ -125,8 +134,9 @@ def test_relative_position_bias_is_learned_and_starts_at_zero():
     out = bias(5, 5)
     out.sum().backward()
     assert bias.weight.grad is not None and bias.weight.grad.abs().sum() > 0
-    seeded = RelativePositionBias(3, num_buckets=8, max_distance=16, init_std=0.02,
-                                  generator=torch.Generator().manual_seed(0))
+    seeded = RelativePositionBias(
+        3, num_buckets=8, max_distance=16, init_std=0.02, generator=torch.Generator().manual_seed(0)
+    )
     assert 0 < seeded.weight.std().item() < 0.1
     assert "num_buckets=8" in repr(bias)
 
@@ -145,7 +155,11 @@ def test_relative_position_bias_is_learned_and_starts_at_zero():
         (lambda: t5_relative_bucket("far"), TypeError, "relative_position"),
         (lambda: t5_relative_bucket(True), TypeError, "bool"),
         (lambda: t5_relative_bucket(3, num_buckets=0), ValueError, "num_buckets must be an integer >= 4"),
-        (lambda: t5_relative_bucket(3, num_buckets=1, bidirectional=False), ValueError, "num_buckets must be an integer >= 2"),
+        (
+            lambda: t5_relative_bucket(3, num_buckets=1, bidirectional=False),
+            ValueError,
+            "num_buckets must be an .* >= 2",
+        ),
         (lambda: t5_relative_bucket(3, max_distance=8), ValueError, "max_distance must be above the exact range"),
         (lambda: t5_relative_bucket(3, max_distance=-5), ValueError, "max_distance"),
         (lambda: t5_relative_bucket(3, bidirectional=1), TypeError, "bidirectional"),
@@ -174,3 +188,83 @@ def test_absurd_sizes_are_refused_before_allocating():
             alibi_slopes(10**6)
     finally:
         set_memory_limit(None)
+
+
+# --------------------------------------------------------------------------- notebook 09: chart and checkers
+
+
+def test_attention_heatmaps_chart():
+    from pe_lessons import plots
+
+    w = torch.softmax(torch.randn(4, 6, generator=torch.Generator().manual_seed(0)), -1)
+    chart = plots.attention_heatmaps({"a": w, "b": w.flip(-1)}, queries=range(10, 14), title="t")
+    spec = chart.to_dict()
+    rows = next(iter(spec["datasets"].values()))
+    assert len(rows) == 2 * 4 * 6 and {r["query"] for r in rows} == {10, 11, 12, 13}
+    assert {r["panel"] for r in rows} == {"a", "b"}
+    with pytest.raises(ValueError, match="same shape"):
+        plots.attention_heatmaps({"a": w, "b": w[:2]})
+    with pytest.raises(ValueError, match="queries has 3 positions for 4 rows"):
+        plots.attention_heatmaps({"a": w}, queries=range(3))
+    with pytest.raises(ValueError, match=r"\[q, k\] matrix"):
+        plots.attention_heatmaps({"a": w[None]})
+    with pytest.raises(TypeError, match="non-empty dict"):
+        plots.attention_heatmaps({})
+    with pytest.raises(ValueError, match="exceed"):
+        plots.attention_heatmaps({"a": torch.zeros(100, 100)})
+
+
+def test_nb09_checkers_accept_the_answers_and_name_the_mistakes():
+    from pe_lessons.exercises.nb09 import check_alibi_slopes, check_first_to_fall, check_t5_bucket
+
+    assert check_t5_bucket(12).ok and check_t5_bucket(torch.tensor(12)).ok and check_t5_bucket(12.0).ok
+    assert "Sign" in check_t5_bucket(28).message  # the bucket of +40
+    assert "causal" in check_t5_bucket(int(t5_relative_bucket(-40, bidirectional=False))).message
+    assert "rounds down" in check_t5_bucket(13).message
+    assert "8 exact buckets" in check_t5_bucket(4).message
+    assert check_t5_bucket(None).message.startswith("Not answered")
+    assert check_alibi_slopes(alibi_slopes(6).tolist()).ok and check_alibi_slopes(alibi_slopes(6)).ok
+    assert check_alibi_slopes(alibi_slopes(8).tolist(), n_heads=8).ok
+    assert "wrong order" in check_alibi_slopes(sorted(alibi_slopes(6).tolist())).message
+    assert "2^(-8h/6)" in check_alibi_slopes([2 ** (-8 * h / 6) for h in range(1, 7)]).message
+    assert "first slopes of 8 heads" in check_alibi_slopes([2.0**-h for h in range(1, 7)]).message
+    assert check_first_to_fall("sinusoidal", "a").ok and check_first_to_fall(" Sinusoidal", "A").ok
+    assert "wrong reason" in check_first_to_fall("sinusoidal", "b").message
+    assert "cannot run" in check_first_to_fall("learned", "c").message
+    assert not check_first_to_fall("alibi", "a").ok
+
+
+@pytest.mark.parametrize(
+    "bad", [None, ..., float("nan"), float("inf"), -1, 99, "12", [], {}, [12], torch.tensor([1, 2]), object(), True]
+)
+def test_nb09_checkers_never_raise_and_never_pass_garbage(bad):
+    from pe_lessons.exercises.nb09 import check_alibi_slopes, check_first_to_fall, check_t5_bucket
+
+    for feedback in (
+        check_t5_bucket(bad),
+        check_alibi_slopes(bad),
+        check_alibi_slopes([bad] * 6),
+        check_alibi_slopes(alibi_slopes(6).tolist(), n_heads=bad),
+        check_first_to_fall(bad, "a"),
+        check_first_to_fall("sinusoidal", bad),
+    ):
+        assert not feedback.ok and feedback.message
+
+
+def test_accuracy_by_length_chart_keeps_single_points_and_drops_nan():
+    import pandas as pd
+
+    from pe_lessons import plots
+
+    frame = pd.DataFrame(
+        {
+            "scheme": ["a", "a", "a", "a", "b", "b"],
+            "length": [16, 16, 32, 32, 16, 32],
+            "accuracy": [1.0, 0.9, 0.5, 0.7, 0.8, float("nan")],
+        }
+    )
+    rows = next(iter(plots.accuracy_by_length(frame).to_dict()["datasets"].values()))
+    means = {(r["scheme"], r["length"]): r["accuracy"] for r in rows}
+    assert means == {("a", 16): 0.95, ("a", 32): 0.6, ("b", 16): 0.8}
+    with pytest.raises(ValueError, match="columns scheme, length, accuracy"):
+        plots.accuracy_by_length(frame.drop(columns="scheme"))

@@ -173,11 +173,11 @@ def test_learned_model_beyond_its_table_error_or_untrained_rows():
 @pytest.mark.parametrize(
     "call, error, words",
     [
-        (lambda: ToyTransformer(10, 2, scheme="Alibi"), ValueError, "scheme must be one of 'none', 'sinusoidal', 'learned'"),
+        (lambda: ToyTransformer(10, 2, scheme="Alibi"), ValueError, "scheme must be one of 'none', 'sinusoidal'"),
         (lambda: ToyTransformer(10, 2, causal=1), TypeError, "causal must be True or False"),
         (lambda: ToyTransformer(10, 2, scheme="t5", num_buckets=1), ValueError, "num_buckets"),
         (lambda: ToyTransformer(10, 2, scheme="t5", max_len=2), ValueError, "max_distance"),
-        (lambda: attention(*(torch.zeros(1, 2, 3, 4),) * 3, bias=torch.zeros(3, 3, 3)), ValueError, "does not broadcast"),
+        (lambda: attention(*(torch.zeros(1, 2, 3, 4),) * 3, bias=torch.zeros(3, 3, 3)), ValueError, "broadcast"),
         (lambda: attention(*(torch.zeros(1, 2, 3, 4),) * 3, causal="yes"), TypeError, "causal"),
         (lambda: LagTask(lag=0), ValueError, "lag"),
         (lambda: LagTask(lag=3).sample(4, 3, torch.Generator()), ValueError, "seq_len"),

@@ -46,15 +46,20 @@ def check_t5_bucket(answer: object, offset: int = -40) -> Feedback:
     distance = abs(offset)
     if value == want:
         return passed(
-            f"Bucket {want}: 16 buckets per side, 8 exact; {distance} ≥ 8, so 8 + ⌊ln({distance}/8)/ln(128/8) · 8⌋ = {want}"
+            f"Bucket {want}: 16 buckets per side, 8 exact; {distance} ≥ 8, so "
+            f"8 + ⌊ln({distance}/8)/ln(128/8) · 8⌋ = {want}"
             + (" (+16 because the offset is positive)." if offset > 0 else " (negative offset: lower half).")
         )
     if value == int(t5_relative_bucket(-offset)):
-        return failed("Sign: a positive offset (key after query) uses the upper 16 buckets; this offset is "
-                      f"{offset}, key − query, so it stays in the lower half.")
+        return failed(
+            "Sign: a positive offset (key after query) uses the upper 16 buckets; this offset is "
+            f"{offset}, key − query, so it stays in the lower half."
+        )
     if value == int(t5_relative_bucket(offset, bidirectional=False)):
-        return failed("That is the causal (unidirectional) bucket, with all 32 buckets on one side. T5's encoder is "
-                      "bidirectional: 16 buckets per side, of which 8 are exact.")
+        return failed(
+            "That is the causal (unidirectional) bucket, with all 32 buckets on one side. T5's encoder is "
+            "bidirectional: 16 buckets per side, of which 8 are exact."
+        )
     exact_part = math.log(distance / 8) / math.log(16) * 8 if distance >= 8 else None
     if exact_part is not None and value == 8 + round(exact_part) and value != want:
         return failed(f"Close: T5 rounds down (⌊{exact_part:.2f}⌋), it does not round to the nearest integer.")
@@ -64,8 +69,10 @@ def check_t5_bucket(answer: object, offset: int = -40) -> Feedback:
         return failed(f"Only distances below 8 have a bucket of their own; {distance} falls in a logarithmic bucket.")
     if not 0 <= value < 32:
         return failed(f"There are only 32 buckets (0 … 31); {value} is not one of them.")
-    return failed("Not the bucket. With 32 bidirectional buckets: 16 per side, distances 0–7 exact, then "
-                  "8 + ⌊ln(d/8) / ln(128/8) · 8⌋, at most 15; positive offsets add 16.")
+    return failed(
+        "Not the bucket. With 32 bidirectional buckets: 16 per side, distances 0–7 exact, then "
+        "8 + ⌊ln(d/8) / ln(128/8) · 8⌋, at most 15; positive offsets add 16."
+    )
 
 
 def check_alibi_slopes(answer: object, n_heads: int = 6) -> Feedback:
@@ -91,21 +98,31 @@ def check_alibi_slopes(answer: object, n_heads: int = 6) -> Feedback:
     if same(values, want):
         if closest == n_heads:
             return passed(f"{n_heads} is a power of two: 2^(-8h/{n_heads}) for h = 1 … {n_heads}.")
-        return passed(f"{n_heads} is not a power of two: the {closest} slopes of {closest} heads, then the "
-                      f"odd-numbered slopes of {2 * closest} heads for the remaining {n_heads - closest}.")
+        return passed(
+            f"{n_heads} is not a power of two: the {closest} slopes of {closest} heads, then the "
+            f"odd-numbered slopes of {2 * closest} heads for the remaining {n_heads - closest}."
+        )
     if same(sorted(values), sorted(want)):
-        return failed("The right slopes in the wrong order: first the 4 slopes of 4 heads, then the extra ones.")
+        return failed(
+            f"The right slopes in the wrong order: first the {closest} slopes of {closest} heads, then the rest."
+        )
     naive = [2.0 ** (-8 * h / n_heads) for h in range(1, n_heads + 1)]
     if same(values, naive):
-        return failed(f"That is 2^(-8h/{n_heads}), the power-of-two rule applied to {n_heads} heads. The paper's "
-                      f"code only uses it for powers of two; for {n_heads} it takes {closest} heads' slopes, "
-                      f"then some of {2 * closest} heads'.")
+        return failed(
+            f"That is 2^(-8h/{n_heads}), the power-of-two rule applied to {n_heads} heads. The paper's "
+            f"code only uses it for powers of two; for {n_heads} it takes {closest} heads' slopes, "
+            f"then some of {2 * closest} heads'."
+        )
     doubled = [2.0 ** (-4 * h / closest) for h in range(1, 2 * closest + 1)]
     if same(values, doubled[:n_heads]):
-        return failed(f"Those are the first slopes of {2 * closest} heads. Start from the largest power of two "
-                      f"≤ {n_heads} ({closest} heads), then add every other slope of {2 * closest} heads.")
-    return failed("Not ALiBi's slopes. For n a power of two: 2^(-8h/n), h = 1 … n. Otherwise take n' = the largest "
-                  "power of two ≤ n, its n' slopes, then slopes 1, 3, 5, … of 2n' heads.")
+        return failed(
+            f"Those are the first slopes of {2 * closest} heads. Start from the largest power of two "
+            f"≤ {n_heads} ({closest} heads), then add every other slope of {2 * closest} heads."
+        )
+    return failed(
+        "Not ALiBi's slopes. For n a power of two: 2^(-8h/n), h = 1 … n. Otherwise take n' = the largest "
+        "power of two ≤ n, its n' slopes, then slopes 1, 3, 5, … of 2n' heads."
+    )
 
 
 def check_first_to_fall(scheme: object, reason: object) -> Feedback:
@@ -118,12 +135,18 @@ def check_first_to_fall(scheme: object, reason: object) -> Feedback:
         return failed(f"reason must be one of the letters {', '.join(map(repr, FALL_REASONS))}, got {reason!r}.")
     scheme, reason = scheme.strip().lower(), reason.strip().lower()
     if scheme == "learned":
-        return failed("The learned table does not fall, it cannot run at all past its rows (reason c): the question "
-                      "leaves it out. Which of the others drops first?")
+        return failed(
+            "The learned table does not fall, it cannot run at all past its rows (reason c): the question "
+            "leaves it out. Which of the others drops first?"
+        )
     if scheme != _FIRST_TO_FALL:
         return failed(f"Look at the 2× column: {scheme!r} is not the one that drops first in every seed.")
     if reason != _REASON:
-        return failed(f"Right scheme; wrong reason: ({reason}) {FALL_REASONS[reason]}. What does a sinusoidal model "
-                      "see at position 20 that it never saw in training?")
-    return passed("Sinusoidal: its vectors at positions 16 and up were never seen in training, while the relative "
-                  "schemes only see offsets — and with a causal mask, positions below 16 are unaffected by length.")
+        return failed(
+            f"Right scheme; wrong reason: ({reason}) {FALL_REASONS[reason]}. What does a sinusoidal model "
+            "see at position 20 that it never saw in training?"
+        )
+    return passed(
+        "Sinusoidal: its vectors at positions 16 and up were never seen in training, while the relative "
+        "schemes only see offsets — and with a causal mask, positions below 16 are unaffected by length."
+    )

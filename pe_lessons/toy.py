@@ -624,6 +624,8 @@ def evaluate(
         raise TypeError(f"extend_learned must be True or False, got {extend_learned!r}")
     if extend_learned and isinstance(model.position, LearnedPositionalEmbedding) and seq_len > model.position.max_len:
         model = model.with_longer_table(seq_len, seed=seed)
+    heads = model.blocks[0].attn.n_heads
+    check_fits("n", [n, heads, seq_len, seq_len], torch.float32, what="one layer's attention scores")
     tokens, labels = task.sample(n, seq_len, torch.Generator().manual_seed(check_int("seed", seed)))
     device = _device_of(model)
     tokens, labels = tokens.to(device), labels.to(device)

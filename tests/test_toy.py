@@ -388,5 +388,7 @@ def test_huge_batches_are_refused():
     try:
         with pytest.raises(ValueError, match="batch_size"):
             LagTask().sample(10**6, 100, torch.Generator())
+        with pytest.raises(ValueError, match="^n: one layer's attention scores"):
+            evaluate(make_model(LagTask(), "none"), LagTask(), seq_len=512, n=1024)
     finally:
         set_memory_limit(None)

@@ -7,6 +7,7 @@ One module per idea; the notebooks import from here and the tests check it.
 - ``offsets``: the linear-offset property (rotation matrices, similarity, table by rotation)
 - ``learned``: a trainable position table; ``toy``: a tiny Transformer with pluggable positions
 - ``rotary``: rotary position embeddings (RoPE), both layouts
+- ``relative``: relative position biases added to attention scores (ALiBi, T5 buckets)
 - ``plots`` / ``widgets``: Altair charts and ipywidgets explorers (imported on demand)
 - ``exercises``: one checker per exercise
 """
@@ -14,6 +15,14 @@ One module per idea; the notebooks import from here and the tests check it.
 from ._checks import memory_limit, set_memory_limit
 from .learned import LearnedPositionalEmbedding
 from .offsets import best_linear_map, offset_matrix, relative_similarity, table_by_rotation
+from .relative import (
+    ALiBiBias,
+    RelativePositionBias,
+    alibi_bias,
+    alibi_slopes,
+    t5_bucket_edges,
+    t5_relative_bucket,
+)
 from .rotary import RotaryEmbedding, apply_rope, rope_frequencies, to_half_layout, to_interleaved_layout
 from .sinusoidal import (
     SinusoidalPositionalEncoding,
@@ -47,4 +56,10 @@ __all__ = [
     "rope_frequencies",
     "to_half_layout",
     "to_interleaved_layout",
+    "alibi_slopes",
+    "alibi_bias",
+    "t5_relative_bucket",
+    "t5_bucket_edges",
+    "RelativePositionBias",
+    "ALiBiBias",
 ]

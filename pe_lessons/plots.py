@@ -731,3 +731,115 @@ def roofline(
     )
     labels = alt.Chart(data).mark_text(align="left", dx=7, dy=-7).encode(x=x, y=y, text="op:N")
     return alt.layer(line, dots, labels, title=title).properties(width=width, height=height)
+
+
+# appended here, not in the list above, so that parallel additions to this file merge cleanly
+__all__ += ["attention_heatmaps", "accuracy_by_length"]
+
+
+def attention_heatmaps(
+    weights: dict[str, torch.Tensor],
+    *,
+    queries: Sequence[int] | torch.Tensor | None = None,
+    title: str = "Attention weights",
+    columns: int = 3,
+    cell: int = 6,
+    decimals: int = 3,
+) -> alt.FacetChart:
+    """One heatmap of attention weights per entry of ``weights`` (name → ``[q, k]`` tensor), side by side.
+
+    Rows are queries, columns keys (key positions ``0 … k-1``). ``queries`` gives the positions of
+    the rows (default ``0 … q-1``), e.g. when only the last rows of a long sequence are shown.
+    All panels share one colour scale (weights in ``[0, 1]``); values are rounded to ``decimals``.
+    """
+    if not isinstance(weights, dict) or not weights:
+        raise TypeError("weights must be a non-empty dict {name: [q, k] tensor of attention weights}")
+    columns = check_int("columns", columns, minimum=1)
+    cell = check_int("cell", cell, minimum=1)
+    decimals = check_int("decimals", decimals, minimum=0)
+    frames, shape = [], None
+    for name, w in weights.items():
+        w = check_tensor(f"weights[{name!r}]", w).detach().to("cpu", torch.float64)
+        if w.dim() != 2:
+            raise ValueError(f"weights[{name!r}] must be a [q, k] matrix, got shape {list(w.shape)}")
+        if shape is not None and tuple(w.shape) != shape:
+            raise ValueError(f"all weights must have the same shape; {name!r} has {list(w.shape)}, not {list(shape)}")
+        shape = tuple(w.shape)
+        rows = torch.arange(shape[0]) if queries is None else torch.as_tensor(queries).reshape(-1)
+        if rows.numel() != shape[0]:
+            raise ValueError(f"queries has {rows.numel()} positions for {shape[0]} rows of weights")
+        q_idx, k_idx = torch.meshgrid(rows, torch.arange(shape[1]), indexing="ij")
+        step = 2 ** max(0, math.ceil(math.log2(shape[1] / 8)))  # at most about 8 key labels
+        frames.append(
+            pd.DataFrame(
+                {
+                    "query": q_idx.reshape(-1).numpy(),
+                    "key": k_idx.reshape(-1).numpy(),
+                    "weight": w.reshape(-1).numpy().round(decimals),
+                    "panel": name,
+                }
+            )
+        )
+    frame = pd.concat(frames, ignore_index=True)
+    if len(frame) > MAX_ROWS:
+        raise ValueError(f"{len(frame)} cells exceed {MAX_ROWS} chart rows; show fewer queries, keys or panels")
+    assert shape is not None
+    return (
+        alt.Chart(frame)
+        .mark_rect()
+        .encode(
+            x=alt.X("key:O", title="key position", axis=alt.Axis(values=list(range(0, shape[1], step)), labelAngle=0)),
+            y=alt.Y("query:O", title="query position", axis=alt.Axis(labelOverlap=True)),
+            color=alt.Color("weight:Q", scale=alt.Scale(scheme="viridis", domain=[0, 1]), title="weight"),
+            tooltip=["panel", "query", "key", "weight"],
+        )
+        .properties(width=cell * shape[1], height=cell * shape[0])
+        .facet(facet=alt.Facet("panel:N", title=None, sort=list(weights)), columns=columns, title=title)
+    )
+
+
+def accuracy_by_length(
+    frame: pd.DataFrame,
+    *,
+    title: str = "Accuracy against sequence length",
+    x_title: str = "evaluation length (tokens)",
+    width: int = 420,
+    height: int = 240,
+) -> alt.Chart:
+    """One line with points per ``scheme``: the mean ``accuracy`` over seeds against ``length`` (log axis).
+
+    ``frame`` has columns ``scheme``, ``length`` and ``accuracy`` (one row per run, e.g. per seed);
+    ``nan`` accuracies (a model that cannot run at that length) are dropped, so a scheme measured at
+    one length only still shows as a point. Means are rounded to 2 decimals.
+    """
+    if not isinstance(frame, pd.DataFrame) or not {"scheme", "length", "accuracy"} <= set(frame.columns):
+        raise ValueError("frame must be a DataFrame with columns scheme, length, accuracy")
+    order = list(dict.fromkeys(frame["scheme"]))
+    means = (
+        frame.dropna(subset=["accuracy"])
+        .groupby(["scheme", "length"], sort=False)["accuracy"]
+        .mean()
+        .round(2)
+        .reset_index()
+    )
+    if len(means) > MAX_ROWS:
+        raise ValueError(f"{len(means)} points exceed {MAX_ROWS} chart rows")
+    if (means["length"] <= 0).any():
+        raise ValueError("lengths must be positive (the axis is logarithmic)")
+    lengths = sorted(int(n) for n in frame["length"].unique())
+    return (
+        alt.Chart(means, title=title)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X(
+                "length:Q",
+                title=x_title,
+                scale=alt.Scale(type="log", domain=[lengths[0], lengths[-1]]),
+                axis=alt.Axis(values=lengths),
+            ),
+            y=alt.Y("accuracy:Q", title="accuracy", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("scheme:N", title="scheme", sort=order),
+            tooltip=["scheme", "length", "accuracy"],
+        )
+        .properties(width=width, height=height)
+    )

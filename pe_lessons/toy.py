@@ -52,13 +52,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_d_model, check_int, check_tensor
+from ._checks import check_d_model, check_fits, check_int, check_tensor
 from .learned import LearnedPositionalEmbedding
+from .relative import ALiBiBias, RelativePositionBias
 from .rotary import apply_rope
 from .sinusoidal import SinusoidalPositionalEncoding
 
 __all__ = [
     "Rotate",
+    "Bias",
     "available_schemes",
     "attention",
     "MultiHeadSelfAttention",
@@ -66,6 +68,7 @@ __all__ = [
     "ToyTransformer",
     "OrderTask",
     "PreviousTokenTask",
+    "LagTask",
     "TASKS",
     "make_task",
     "make_model",
@@ -76,8 +79,10 @@ __all__ = [
 #: ``rotate(q, k, positions) -> (q, k)``: q and k are ``[batch, heads, seq, head_dim]``,
 #: positions an int64 tensor ``[seq]``.
 Rotate = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], "tuple[torch.Tensor, torch.Tensor]"]
+#: ``bias(q_len, k_len) -> [heads, q_len, k_len]``: a number added to every attention logit.
+Bias = Callable[[int, int], torch.Tensor]
 
-SCHEMES = ("none", "sinusoidal", "learned", "rotary")
+SCHEMES = ("none", "sinusoidal", "learned", "rotary", "alibi", "t5")
 IGNORE = -100  # label of positions that are not scored
 
 
@@ -93,11 +98,12 @@ def _check_scheme(scheme: object) -> str:
     return scheme
 
 
-def _rotary_hook() -> Rotate:
-    def rotate(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return apply_rope(q, positions), apply_rope(k, positions)
+def rope_rotate(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``"rotary"`` scheme's hook: :func:`~pe_lessons.rotary.apply_rope` on q and k.
 
-    return rotate
+    A module-level function (not a closure), so that a rotary model can be pickled and ``torch.save``-d.
+    """
+    return apply_rope(q, positions), apply_rope(k, positions)
 
 
 def attention(
@@ -107,12 +113,17 @@ def attention(
     *,
     rotate: Rotate | None = None,
     positions: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    causal: bool = False,
 ) -> torch.Tensor:
-    r"""Scaled dot-product attention, unmasked: ``softmax(q̃ k̃ᵀ / √head_dim) v``.
+    r"""Scaled dot-product attention: ``softmax(q̃ k̃ᵀ / √head_dim + bias + mask) v``.
 
     ``q, k, v`` are ``[batch, heads, seq, head_dim]``. When ``rotate`` is given,
     ``(q̃, k̃) = rotate(q, k, positions)`` (``positions`` default to ``arange(seq)``);
-    otherwise ``q̃, k̃ = q, k``. Returns ``[batch, heads, seq, head_dim]``.
+    otherwise ``q̃, k̃ = q, k``. ``bias`` (optional) is added to the scores; it must broadcast
+    to ``[batch, heads, seq, seq]`` (e.g. ``[heads, seq, seq]`` from ALiBi or a T5 bias).
+    ``causal=True`` masks every key after its query (score ``-inf``, weight 0). Returns
+    ``[batch, heads, seq, head_dim]``.
     """
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_tensor(name, t)
@@ -120,19 +131,47 @@ def attention(
             raise ValueError(f"{name} must have shape [batch, heads, seq, head_dim], got {list(t.shape)}")
     if q.shape != k.shape or k.shape[:-1] != v.shape[:-1]:
         raise ValueError(f"q, k, v shapes do not fit: q {list(q.shape)}, k {list(k.shape)}, v {list(v.shape)}")
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be True or False, got {causal!r}")
     if rotate is not None:
         seq = q.shape[-2]
         if positions is None:
             positions = torch.arange(seq, device=q.device)
         q, k = rotate(q, k, positions)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if bias is not None:
+        check_tensor("bias", bias)
+        try:
+            torch.broadcast_shapes(bias.shape, scores.shape)
+        except RuntimeError:
+            raise ValueError(
+                f"bias of shape {list(bias.shape)} does not broadcast to the scores {list(scores.shape)} "
+                "[batch, heads, seq, seq]"
+            ) from None
+        scores = scores + bias
+    if causal:
+        seq = scores.shape[-1]
+        future = torch.ones(seq, seq, dtype=torch.bool, device=scores.device).triu(1)
+        scores = scores.masked_fill(future, float("-inf"))
     return torch.softmax(scores, dim=-1) @ v
 
 
 class MultiHeadSelfAttention(nn.Module):
-    """Self-attention with ``n_heads`` heads of width ``d_model // n_heads``; see :func:`attention`."""
+    """Self-attention with ``n_heads`` heads of width ``d_model // n_heads``; see :func:`attention`.
 
-    def __init__(self, d_model: int, n_heads: int, rotate: Rotate | None = None) -> None:
+    ``rotate`` turns q and k (rotary); ``bias`` is a module or function ``bias(q_len, k_len)`` giving
+    ``[n_heads, q_len, k_len]`` added to the scores (ALiBi, T5); ``causal`` masks future keys.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        rotate: Rotate | None = None,
+        *,
+        bias: Bias | None = None,
+        causal: bool = False,
+    ) -> None:
         super().__init__()
         d_model = check_d_model(d_model)
         n_heads = check_int("n_heads", n_heads, minimum=1)
@@ -140,25 +179,50 @@ class MultiHeadSelfAttention(nn.Module):
             raise ValueError(
                 f"n_heads must split d_model={d_model} into heads of even width, got n_heads={n_heads}"
             )
+        if not isinstance(causal, bool):
+            raise TypeError(f"causal must be True or False, got {causal!r}")
         self.n_heads, self.head_dim = n_heads, d_model // n_heads
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.out = nn.Linear(d_model, d_model)
         self.rotate = rotate
+        self.bias = bias
+        self.causal = causal
+
+    def weights(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """The attention weights ``[batch, heads, seq, seq]`` (rows: queries, columns: keys) for input ``x``."""
+        b, s, _ = x.shape
+        q, k, _ = self.qkv(x).view(b, s, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        eye = torch.eye(s, dtype=x.dtype, device=x.device).expand(b, self.n_heads, s, s)
+        return attention(q, k, eye, rotate=self.rotate, positions=positions, bias=self._bias(s), causal=self.causal)
+
+    def _bias(self, seq: int) -> torch.Tensor | None:
+        return None if self.bias is None else self.bias(seq, seq)
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         b, s, d = x.shape
         q, k, v = self.qkv(x).view(b, s, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        y = attention(q, k, v, rotate=self.rotate, positions=positions)
+        y = attention(q, k, v, rotate=self.rotate, positions=positions, bias=self._bias(s), causal=self.causal)
         return self.out(y.transpose(1, 2).reshape(b, s, d))
 
 
 class EncoderBlock(nn.Module):
-    """Pre-norm encoder block: ``x + attn(LN(x))``, then ``x + MLP(LN(x))`` (MLP width 4·d_model, GELU)."""
+    """Pre-norm block: ``x + attn(LN(x))``, then ``x + MLP(LN(x))`` (MLP width 4·d_model, GELU).
 
-    def __init__(self, d_model: int, n_heads: int, rotate: Rotate | None = None) -> None:
+    ``causal=True`` makes it a decoder block (each token attends to itself and earlier tokens only).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        rotate: Rotate | None = None,
+        *,
+        bias: Bias | None = None,
+        causal: bool = False,
+    ) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(d_model)
-        self.attn = MultiHeadSelfAttention(d_model, n_heads, rotate)
+        self.attn = MultiHeadSelfAttention(d_model, n_heads, rotate, bias=bias, causal=causal)
         self.norm2 = nn.LayerNorm(d_model)
         self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
 
@@ -172,7 +236,11 @@ class ToyTransformer(nn.Module):
     else ``[batch, seq, n_classes]``.
 
     ``scheme`` is one of :func:`available_schemes`. ``max_len`` is the learned table's
-    length (ignored by the other schemes, which exist at every position).
+    length (the other schemes exist at every position) and the T5 bias's ``max_distance``
+    (offsets from ``max_len`` on share its last bucket). ``num_buckets`` is the T5 bias's
+    bucket count (split by sign unless ``causal``). ``causal=True`` masks future keys in
+    every layer: with ``scheme="none"`` that is a decoder with no positional encoding (NoPE).
+    The T5 bias module is one table shared by all layers, as in T5; ALiBi has no parameters.
     """
 
     def __init__(
@@ -186,6 +254,8 @@ class ToyTransformer(nn.Module):
         n_layers: int = 2,
         max_len: int = 16,
         pooled: bool = False,
+        causal: bool = False,
+        num_buckets: int = 8,
     ) -> None:
         super().__init__()
         self.vocab_size = check_int("vocab_size", vocab_size, minimum=1)
@@ -196,41 +266,83 @@ class ToyTransformer(nn.Module):
         max_len = check_int("max_len", max_len, minimum=1)
         if not isinstance(pooled, bool):
             raise TypeError(f"pooled must be True or False, got {pooled!r}")
-        self.pooled = pooled
+        if not isinstance(causal, bool):
+            raise TypeError(f"causal must be True or False, got {causal!r}")
+        # refuse absurd sizes before allocating anything (float32 parameters)
+        check_fits("vocab_size", [self.vocab_size, self.d_model], torch.float32, what="the token embedding")
+        check_fits("n_classes", [self.n_classes, self.d_model], torch.float32, what="the output layer")
+        check_fits("d_model", [4 * self.d_model, self.d_model], torch.float32, what="each MLP weight")
+        check_fits(
+            "n_layers", [n_layers, 12 * self.d_model, self.d_model], torch.float32, what="the blocks' parameters"
+        )
+        if scheme in ("sinusoidal", "learned"):
+            check_fits("max_len", [max_len, self.d_model], torch.float32, what="the position table")
+        self.pooled, self.causal = pooled, causal
         self.embed = nn.Embedding(self.vocab_size, self.d_model)
         self.position: nn.Module | None = None
+        self.relative: nn.Module | None = None
         rotate = None
         if scheme == "sinusoidal":
             self.position = SinusoidalPositionalEncoding(self.d_model, max_len=max_len)
         elif scheme == "learned":
             self.position = LearnedPositionalEmbedding(max_len, self.d_model)
         elif scheme == "rotary":
-            rotate = _rotary_hook()
-        self.blocks = nn.ModuleList(EncoderBlock(self.d_model, n_heads, rotate) for _ in range(n_layers))
+            rotate = rope_rotate
+        elif scheme == "alibi":
+            self.relative = ALiBiBias(check_int("n_heads", n_heads, minimum=1))
+        elif scheme == "t5":
+            self.relative = RelativePositionBias(
+                check_int("n_heads", n_heads, minimum=1),
+                num_buckets=num_buckets,
+                max_distance=max_len,
+                bidirectional=not causal,
+            )
+        self.blocks = nn.ModuleList(
+            EncoderBlock(self.d_model, n_heads, rotate, bias=self.relative, causal=causal) for _ in range(n_layers)
+        )
         self.norm = nn.LayerNorm(self.d_model)
         self.head = nn.Linear(self.d_model, self.n_classes)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def _check_tokens(self, tokens: object) -> torch.Tensor:
         tokens = check_tensor("tokens", tokens)
         if tokens.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
             raise TypeError(f"tokens must hold integer token ids, got dtype {tokens.dtype}")
         if tokens.dim() != 2 or tokens.shape[1] == 0:
             raise ValueError(f"tokens must have shape [batch, seq] with seq >= 1, got {list(tokens.shape)}")
-        if tokens.numel() and (tokens.min() < 0 or tokens.max() >= self.vocab_size):
+        if tokens.numel() and tokens.device.type != "meta" and (tokens.min() < 0 or tokens.max() >= self.vocab_size):
             raise ValueError(
                 f"tokens must be ids in 0 … {self.vocab_size - 1} (vocab_size={self.vocab_size}), "
                 f"got values in {int(tokens.min())} … {int(tokens.max())}"
             )
+        return tokens
+
+    def _embed(self, tokens: torch.Tensor) -> torch.Tensor:
         x = self.embed(tokens.long())
-        if self.position is not None:
-            x = self.position(x)
-        positions = torch.arange(tokens.shape[1], device=tokens.device)
+        return x if self.position is None else self.position(x)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        tokens = self._check_tokens(tokens)
+        x = self._embed(tokens)
+        positions = torch.arange(tokens.shape[1], device=x.device)
         for block in self.blocks:
             x = block(x, positions)
         logits = self.head(self.norm(x))
         return logits.mean(dim=1) if self.pooled else logits
 
-    def with_longer_table(self, max_len: int, *, seed: int = 0) -> "ToyTransformer":
+    @torch.no_grad()
+    def attention_weights(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Every layer's attention weights for ``tokens``: ``[n_layers, batch, heads, seq, seq]``
+        (rows: queries, columns: keys; each row sums to 1)."""
+        tokens = self._check_tokens(tokens)
+        x = self._embed(tokens)
+        positions = torch.arange(tokens.shape[1], device=x.device)
+        weights = []
+        for block in self.blocks:
+            weights.append(block.attn.weights(block.norm1(x), positions))
+            x = block(x, positions)
+        return torch.stack(weights)
+
+    def with_longer_table(self, max_len: int, *, seed: int = 0) -> ToyTransformer:
         """A copy whose learned table has ``max_len`` rows; the new rows are untrained ``N(0, 0.02²)`` draws."""
         if self.scheme != "learned":
             raise ValueError(f"with_longer_table needs scheme='learned', this model uses {self.scheme!r}")
@@ -241,7 +353,7 @@ class ToyTransformer(nn.Module):
         return twin
 
     def extra_repr(self) -> str:
-        return f"scheme={self.scheme!r}, pooled={self.pooled}"
+        return f"scheme={self.scheme!r}, pooled={self.pooled}, causal={self.causal}"
 
 
 # --------------------------------------------------------------------------- tasks
@@ -250,6 +362,7 @@ class ToyTransformer(nn.Module):
 def _check_batch(batch_size: object, seq_len: object, minimum_seq: int) -> tuple[int, int]:
     batch_size = check_int("batch_size", batch_size, minimum=2)
     seq_len = check_int("seq_len", seq_len, minimum=minimum_seq)
+    check_fits("batch_size", [batch_size, seq_len], torch.int64, what="the batch of token ids")
     return batch_size, seq_len
 
 
@@ -322,8 +435,44 @@ class PreviousTokenTask:
         return tokens, labels
 
 
-Task = OrderTask | PreviousTokenTask
-TASKS: dict[str, type] = {"order": OrderTask, "previous": PreviousTokenTask}
+@dataclass(frozen=True)
+class LagTask:
+    """At every position ``pos ≥ lag``, output the token ``lag`` places back (earlier positions are not scored).
+
+    Made for causal models (the answer is always among the tokens a query may see) and for
+    length studies: the rule is the same at every position, so a model that learned it
+    *relatively* is right at any length, and one that tied it to absolute positions is not.
+    ``lag=1`` is :class:`PreviousTokenTask`.
+    """
+
+    n_symbols: int = 8
+    lag: int = 2
+    name = "lag"
+    pooled = False
+
+    def __post_init__(self) -> None:
+        check_int("n_symbols", self.n_symbols, minimum=2)
+        check_int("lag", self.lag, minimum=1)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.n_symbols
+
+    @property
+    def n_classes(self) -> int:
+        return self.n_symbols
+
+    def sample(self, batch_size: int, seq_len: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """``tokens [batch_size, seq_len]`` and ``labels [batch_size, seq_len]`` (``-100`` before position ``lag``)."""
+        batch_size, seq_len = _check_batch(batch_size, seq_len, self.lag + 1)
+        tokens = torch.randint(0, self.n_symbols, (batch_size, seq_len), generator=generator)
+        labels = torch.full_like(tokens, IGNORE)
+        labels[:, self.lag :] = tokens[:, : -self.lag]
+        return tokens, labels
+
+
+Task = OrderTask | PreviousTokenTask | LagTask
+TASKS: dict[str, type] = {"order": OrderTask, "previous": PreviousTokenTask, "lag": LagTask}
 
 
 def make_task(name: str, **kwargs) -> Task:
@@ -334,8 +483,10 @@ def make_task(name: str, **kwargs) -> Task:
 
 
 def _check_task(task: object) -> Task:
-    if not isinstance(task, (OrderTask, PreviousTokenTask)):
-        raise TypeError(f"task must be an OrderTask or PreviousTokenTask (see make_task), got {type(task).__name__}")
+    if not isinstance(task, (OrderTask, PreviousTokenTask, LagTask)):
+        raise TypeError(
+            f"task must be an OrderTask, PreviousTokenTask or LagTask (see make_task), got {type(task).__name__}"
+        )
     return task
 
 
@@ -375,6 +526,11 @@ def _loss_and_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torc
     return loss, accuracy
 
 
+def _device_of(model: nn.Module) -> torch.device:
+    """Where the model's parameters live: batches are moved there."""
+    return next(model.parameters()).device
+
+
 def _check_model(model: object, task: Task) -> ToyTransformer:
     if not isinstance(model, ToyTransformer):
         raise TypeError(f"model must be a ToyTransformer (see make_model), got {type(model).__name__}")
@@ -397,7 +553,9 @@ def train(
 
     The learning rate falls linearly from ``lr`` (first step) to ``lr/steps`` (last step).
     ``seq_len`` is one length or an inclusive range ``(lo, hi)`` drawn per step.
-    Data come from ``torch.Generator().manual_seed(seed)``. The frame has columns
+    Data come from ``torch.Generator().manual_seed(seed)`` (on the CPU, so a run is the same on
+    any device) and are moved to the model's device. The model trains in train mode and is left
+    in the mode it came in with, also when a step raises. The frame has columns
     ``step`` (1 … steps), ``seq_len``, ``loss`` and ``accuracy`` of each training batch
     (measured before that step's update).
     """
@@ -416,22 +574,27 @@ def train(
     if not 0 < lr < 1:
         raise ValueError(f"lr must be a learning rate in (0, 1), got {lr!r}")
     generator = torch.Generator().manual_seed(check_int("seed", seed))
+    device = _device_of(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=float(lr))
     # learning rate decays linearly from lr to lr/steps: the last steps settle instead of spiking
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: 1.0 - done / steps)
-    model.train()
+    was_training = model.training
     rows = []
-    with _one_thread():
-        for step in range(1, steps + 1):
-            n = lo if lo == hi else int(torch.randint(lo, hi + 1, (1,), generator=generator))
-            tokens, labels = task.sample(batch_size, n, generator)
-            loss, accuracy = _loss_and_accuracy(model(tokens), labels)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-            rows.append((step, n, loss.item(), accuracy))
-    model.eval()
+    try:
+        model.train()
+        with _one_thread():
+            for step in range(1, steps + 1):
+                n = lo if lo == hi else int(torch.randint(lo, hi + 1, (1,), generator=generator))
+                tokens, labels = task.sample(batch_size, n, generator)
+                tokens, labels = tokens.to(device), labels.to(device)
+                loss, accuracy = _loss_and_accuracy(model(tokens), labels)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                schedule.step()
+                rows.append((step, n, loss.item(), accuracy))
+    finally:
+        model.train(was_training)  # the mode the model came in with, also when a step raises
     return pd.DataFrame(rows, columns=["step", "seq_len", "loss", "accuracy"])
 
 
@@ -461,10 +624,16 @@ def evaluate(
         raise TypeError(f"extend_learned must be True or False, got {extend_learned!r}")
     if extend_learned and isinstance(model.position, LearnedPositionalEmbedding) and seq_len > model.position.max_len:
         model = model.with_longer_table(seq_len, seed=seed)
+    heads = model.blocks[0].attn.n_heads
+    check_fits("n", [n, heads, seq_len, seq_len], torch.float32, what="one layer's attention scores")
     tokens, labels = task.sample(n, seq_len, torch.Generator().manual_seed(check_int("seed", seed)))
+    device = _device_of(model)
+    tokens, labels = tokens.to(device), labels.to(device)
     was_training = model.training
-    model.eval()
-    with _one_thread():
-        loss, accuracy = _loss_and_accuracy(model(tokens), labels)
-    model.train(was_training)
+    try:
+        model.eval()
+        with _one_thread():
+            loss, accuracy = _loss_and_accuracy(model(tokens), labels)
+    finally:
+        model.train(was_training)
     return {"loss": loss.item(), "accuracy": accuracy}

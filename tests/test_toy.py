@@ -1,11 +1,16 @@
 """pe_lessons.toy: attention, the model's shapes and schemes, permutation equivariance, tasks, training, determinism."""
 
+import io
+import pickle
 
 import pytest
 import torch
 
+from pe_lessons import set_memory_limit
 from pe_lessons.learned import LearnedPositionalEmbedding
+from pe_lessons.relative import ALiBiBias, RelativePositionBias, alibi_bias
 from pe_lessons.toy import (
+    LagTask,
     OrderTask,
     PreviousTokenTask,
     ToyTransformer,
@@ -16,7 +21,6 @@ from pe_lessons.toy import (
     make_task,
     train,
 )
-
 
 
 def test_attention_matches_torch_and_calls_the_rotate_hook():
@@ -37,12 +41,12 @@ def test_attention_matches_torch_and_calls_the_rotate_hook():
 
 
 def test_schemes_list():
-    assert available_schemes() == ("none", "sinusoidal", "learned", "rotary")
+    assert available_schemes() == ("none", "sinusoidal", "learned", "rotary", "alibi", "t5")
 
 
 def test_unknown_scheme_is_refused_with_the_list_of_schemes():
-    with pytest.raises(ValueError, match="'none', 'sinusoidal', 'learned', 'rotary'; got 'alibi'"):
-        ToyTransformer(10, 2, scheme="alibi")
+    with pytest.raises(ValueError, match="'none', 'sinusoidal', 'learned', 'rotary', 'alibi', 't5'; got 'xpos'"):
+        ToyTransformer(10, 2, scheme="xpos")
 
 
 @pytest.mark.parametrize("scheme", available_schemes())
@@ -114,6 +118,9 @@ def test_training_lowers_the_loss_quickly():
     assert list(history.columns) == ["step", "seq_len", "loss", "accuracy"] and len(history) == 60
     after = evaluate(model, task, seq_len=8, n=256)
     assert after["loss"] < 0.5 * before and after["accuracy"] > 0.75
+    assert model.training  # train() leaves the model in the mode it came in with (a new model: train mode)
+    model.eval()
+    train(model, task, seq_len=8, steps=2, seed=0)
     assert not model.training
 
 
@@ -166,7 +173,14 @@ def test_learned_model_beyond_its_table_error_or_untrained_rows():
 @pytest.mark.parametrize(
     "call, error, words",
     [
-        (lambda: ToyTransformer(10, 2, scheme="alibi"), ValueError, "scheme must be one of 'none', 'sinusoidal', 'learned'"),
+        (lambda: ToyTransformer(10, 2, scheme="Alibi"), ValueError, "scheme must be one of 'none', 'sinusoidal'"),
+        (lambda: ToyTransformer(10, 2, causal=1), TypeError, "causal must be True or False"),
+        (lambda: ToyTransformer(10, 2, scheme="t5", num_buckets=1), ValueError, "num_buckets"),
+        (lambda: ToyTransformer(10, 2, scheme="t5", max_len=2), ValueError, "max_distance"),
+        (lambda: attention(*(torch.zeros(1, 2, 3, 4),) * 3, bias=torch.zeros(3, 3, 3)), ValueError, "broadcast"),
+        (lambda: attention(*(torch.zeros(1, 2, 3, 4),) * 3, causal="yes"), TypeError, "causal"),
+        (lambda: LagTask(lag=0), ValueError, "lag"),
+        (lambda: LagTask(lag=3).sample(4, 3, torch.Generator()), ValueError, "seq_len"),
         (lambda: ToyTransformer(10, 2, d_model=31), ValueError, "d_model"),
         (lambda: ToyTransformer(10, 2, d_model=32, n_heads=3), ValueError, "n_heads"),
         (lambda: ToyTransformer(10, 1), ValueError, "n_classes"),
@@ -194,3 +208,187 @@ def test_learned_model_beyond_its_table_error_or_untrained_rows():
 def test_bad_input_raises_clear_errors(call, error, words):
     with pytest.raises(error, match=words):
         call()
+
+
+# --------------------------------------------------------------------------- relative biases, causal mask, lag task
+
+
+def test_attention_bias_hook_and_causal_mask_match_torch():
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(2, 3, 6, 4, generator=g, dtype=torch.float64) for _ in range(3))
+    bias = torch.randn(3, 6, 6, generator=g, dtype=torch.float64)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    torch.testing.assert_close(attention(q, k, v, bias=bias), sdpa(q, k, v, attn_mask=bias))
+    torch.testing.assert_close(attention(q, k, v, causal=True), sdpa(q, k, v, is_causal=True))
+    future = torch.ones(6, 6, dtype=torch.bool).triu(1)
+    torch.testing.assert_close(
+        attention(q, k, v, bias=bias, causal=True), sdpa(q, k, v, attn_mask=bias.masked_fill(future, float("-inf")))
+    )
+    # the first query sees only the first key
+    assert torch.equal(attention(q, k, v, causal=True)[:, :, 0], v[:, :, 0])
+
+
+@pytest.mark.parametrize("scheme", available_schemes())
+@pytest.mark.parametrize("causal", [False, True])
+def test_every_scheme_runs_causal_or_not(scheme, causal):
+    model = ToyTransformer(8, 8, scheme=scheme, causal=causal, max_len=16, n_heads=4)
+    tokens = torch.randint(0, 8, (3, 12))
+    assert model(tokens).shape == (3, 12, 8)
+    assert model.causal is causal and f"causal={causal}" in repr(model)
+    if causal:  # a token's output never depends on later tokens
+        changed = tokens.clone()
+        changed[:, 7:] = (changed[:, 7:] + 1) % 8
+        with torch.no_grad():
+            assert torch.allclose(model(tokens)[:, :7], model(changed)[:, :7], atol=1e-6)
+
+
+def test_relative_schemes_hold_their_bias_modules():
+    alibi = ToyTransformer(8, 8, scheme="alibi", n_heads=4, causal=True)
+    assert isinstance(alibi.relative, ALiBiBias) and alibi.relative.n_heads == 4
+    none = ToyTransformer(8, 8, scheme="none", n_heads=4, causal=True)
+    assert sum(p.numel() for p in alibi.parameters()) == sum(p.numel() for p in none.parameters())
+    t5 = ToyTransformer(8, 8, scheme="t5", n_heads=4, causal=True, max_len=16, num_buckets=8)
+    assert isinstance(t5.relative, RelativePositionBias)
+    assert (t5.relative.num_buckets, t5.relative.max_distance, t5.relative.bidirectional) == (8, 16, False)
+    assert all(block.attn.bias is t5.relative for block in t5.blocks)  # one table shared by all layers, as in T5
+    extra = sum(p.numel() for p in t5.parameters()) - sum(p.numel() for p in none.parameters())
+    assert extra == 8 * 4
+    assert ToyTransformer(8, 8, scheme="t5", n_heads=4).relative.bidirectional
+
+
+def test_alibi_model_adds_the_alibi_bias_to_its_scores():
+    model = ToyTransformer(8, 8, scheme="alibi", n_heads=4, causal=True, n_layers=1).double()
+    tokens = torch.randint(0, 8, (2, 10), generator=torch.Generator().manual_seed(0))
+    weights = model.attention_weights(tokens)[0]
+    attn = model.blocks[0].attn
+    x = model.blocks[0].norm1(model.embed(tokens))
+    q, k, _ = attn.qkv(x).view(2, 10, 3, 4, 8).permute(2, 0, 3, 1, 4)
+    scores = q @ k.transpose(-1, -2) / 8**0.5 + alibi_bias(4, 10, dtype=torch.float64)
+    want = torch.softmax(scores.masked_fill(torch.ones(10, 10, dtype=torch.bool).triu(1), float("-inf")), -1)
+    torch.testing.assert_close(weights, want.detach())
+
+
+@pytest.mark.parametrize("scheme", available_schemes())
+def test_attention_weights_are_what_forward_uses(scheme):
+    model = ToyTransformer(8, 8, scheme=scheme, causal=True, max_len=16).double()
+    tokens = torch.randint(0, 8, (2, 9), generator=torch.Generator().manual_seed(3))
+    weights = model.attention_weights(tokens)
+    assert weights.shape == (2, 2, 2, 9, 9)  # [layers, batch, heads, seq, seq]
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 2, 2, 9, dtype=torch.float64))
+    assert (weights.triu(1) == 0).all()  # causal: no weight on later keys
+    # layer 0's weights times the values reproduce its attention output
+    block = model.blocks[0]
+    x = block.norm1(model._embed(tokens))
+    _, _, v = block.attn.qkv(x).view(2, 9, 3, 2, 16).permute(2, 0, 3, 1, 4)
+    y = block.attn.out((weights[0] @ v).transpose(1, 2).reshape(2, 9, 32))
+    torch.testing.assert_close(y, block.attn(x, torch.arange(9)))
+
+
+def test_causal_mask_breaks_permutation_equivariance_without_positions():
+    torch.manual_seed(0)
+    tokens = torch.randint(0, 10, (3, 9))
+    perm = torch.randperm(9)
+    nope = ToyTransformer(10, 4, scheme="none", causal=True).double()
+    with torch.no_grad():
+        assert (nope(tokens[:, perm]) - nope(tokens)[:, perm]).abs().max() > 1e-3
+
+
+def test_lag_task_batches():
+    task = make_task("lag", n_symbols=6, lag=3)
+    tokens, labels = task.sample(5, 9, torch.Generator().manual_seed(0))
+    assert (labels[:, :3] == -100).all() and torch.equal(labels[:, 3:], tokens[:, :-3])
+    assert isinstance(task, LagTask) and task.vocab_size == task.n_classes == 6 and not task.pooled
+    tokens1, labels1 = LagTask(n_symbols=6, lag=1).sample(5, 9, torch.Generator().manual_seed(0))
+    tokens_p, labels_p = PreviousTokenTask(n_symbols=6).sample(5, 9, torch.Generator().manual_seed(0))
+    assert torch.equal(tokens1, tokens_p) and torch.equal(labels1, labels_p)  # lag 1 is the previous-token task
+
+
+def test_a_causal_model_without_positions_learns_the_previous_token_task():
+    task = LagTask(n_symbols=8, lag=1)
+    model = make_model(task, "none", causal=True, max_len=16, seed=0)
+    train(model, task, seq_len=16, steps=150, seed=0, lr=5e-3)
+    accuracy = evaluate(model, task, seq_len=16, n=128)["accuracy"]
+    assert accuracy > 0.6
+    # without the mask, the best a position-free model can do is guess from the bag of tokens (about 0.27 here)
+    unmasked = make_model(task, "none", max_len=16, seed=0)
+    train(unmasked, task, seq_len=16, steps=150, seed=0, lr=5e-3)
+    assert evaluate(unmasked, task, seq_len=16, n=128)["accuracy"] < 0.35
+
+
+@pytest.mark.parametrize("scheme", available_schemes())
+def test_every_scheme_pickles_and_saves(scheme):
+    model = make_model(LagTask(), scheme, causal=True, max_len=16, seed=0)
+    tokens = torch.randint(0, 8, (2, 12), generator=torch.Generator().manual_seed(0))
+    again = pickle.loads(pickle.dumps(model))
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    with torch.no_grad():
+        for other in (again, loaded):
+            assert torch.equal(other(tokens), model(tokens))
+
+
+def test_train_restores_the_mode_when_it_raises():
+    task = LagTask()
+    model = make_model(task, "none", causal=True)
+    model.eval()
+
+    def boom(module, args):
+        assert module.training  # train() switched to train mode for the step
+        raise RuntimeError("boom")
+
+    handle = model.register_forward_pre_hook(boom)
+    with pytest.raises(RuntimeError, match="boom"):
+        train(model, task, seq_len=6, steps=3)
+    assert not model.training
+    handle.remove()
+
+
+def test_train_and_evaluate_feed_batches_on_the_model_device():
+    task = LagTask()
+    model = make_model(task, "rotary", causal=True).to("meta")
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def spy(module, args):
+        seen.append(args[0].device)
+        raise Stop
+
+    model.register_forward_pre_hook(spy)
+    for call in (lambda: train(model, task, seq_len=6, steps=1), lambda: evaluate(model, task, seq_len=6, n=4)):
+        with pytest.raises(Stop):
+            call()
+    assert [d.type for d in seen] == ["meta", "meta"]
+    # the whole forward pass runs on meta (shapes only)
+    fresh = make_model(task, "t5", causal=True).to("meta")
+    assert fresh(torch.zeros(2, 5, dtype=torch.long, device="meta")).shape == (2, 5, 8)
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"vocab_size": 10**10}, "vocab_size"),
+        ({"n_classes": 10**10}, "n_classes"),
+        ({"d_model": 10**6}, "d_model"),
+        ({"n_layers": 10**6}, "n_layers"),
+        ({"scheme": "learned", "max_len": 10**10}, "max_len"),
+    ],
+)
+def test_absurd_sizes_are_refused_before_allocating(kwargs, name):
+    args = {"vocab_size": 10, "n_classes": 2, **kwargs}
+    with pytest.raises(ValueError, match=f"^{name}: "):
+        ToyTransformer(args.pop("vocab_size"), args.pop("n_classes"), **args)
+
+
+def test_huge_batches_are_refused():
+    set_memory_limit(2**20)
+    try:
+        with pytest.raises(ValueError, match="batch_size"):
+            LagTask().sample(10**6, 100, torch.Generator())
+        with pytest.raises(ValueError, match="^n: one layer's attention scores"):
+            evaluate(make_model(LagTask(), "none"), LagTask(), seq_len=512, n=1024)
+    finally:
+        set_memory_limit(None)

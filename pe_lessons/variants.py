@@ -409,9 +409,10 @@ class Diagnosis:
     For a correct convention stored the way real code stores it, ``variant`` names the
     convention and three fields say what differs from the textbook table: ``start`` (the
     position of row 0, counting on through zeroed rows; 0 for the textbook table, negative
-    when leading rows are left padding, as in fairseq's left-padded source sentences), ``zeroed_rows`` (rows that are all zero,
-    e.g. a padding row; they are left out of the comparison) and ``cos_first`` (each pair
-    stored as ``(cos, sin)`` instead of ``(sin, cos)``). ``differences`` lists them in words.
+    when leading rows are left padding, as in fairseq's left-padded source sentences),
+    ``zeroed_rows`` (rows that are all zero, e.g. a padding row; they are left out of the
+    comparison) and ``cos_first`` (each pair stored as ``(cos, sin)`` instead of ``(sin, cos)``).
+    ``differences`` lists them in words.
     """
 
     variant: str
@@ -589,7 +590,8 @@ def _match_convention(table: torch.Tensor, base: float) -> Diagnosis | None:
         return None
     _, err, name, start, cos_first = best  # the closest fit, if several conventions fit
     found = Diagnosis(name, "", name, err, (), start, zeroed, cos_first)
-    text = f"A correct table in the {name} convention, stored the way real code stores it: {'; '.join(found.differences)}. "
+    what = "; ".join(found.differences)
+    text = f"A correct table in the {name} convention, stored the way real code stores it: {what}. "
     if start:
         text += (
             f"Rows that start at position {first + start} are what a continued sequence or a cached decode "
@@ -625,9 +627,10 @@ def diagnose(table: torch.Tensor, base: float = 10000.0) -> Diagnosis:
     ``concat_halves``, ``tensor2tensor``) are tried the way real code stores them: row 0 at
     another position ``p0`` (estimated from the first non-zero row by phase unwrapping; any
     ``p0`` up to ``2^17``, less for narrow tables where a far position could fit by chance, since
-    the tolerance grows with the position), up to a quarter of the
-    rows zeroed (a padding row), and pairs stored cos first; the closest fit wins. A match names the convention; ``start``, ``zeroed_rows``, ``cos_first``
-    and the explanation say what differs. The bugs are only recognised at position 0.
+    the tolerance grows with the position), up to a quarter of the rows zeroed (a padding row),
+    and pairs stored cos first; the closest fit wins. A match names the convention; ``start``,
+    ``zeroed_rows``, ``cos_first`` and the explanation say what differs. The bugs are only
+    recognised at position 0.
     """
     table = _table_arg(table, min_rows=8)
     base = check_base(base)

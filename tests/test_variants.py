@@ -471,7 +471,10 @@ def test_a_correct_table_is_never_a_bug_or_unknown(name, start, cos_first, d_mod
     table = VARIANTS[name](start + n, d_model, dtype=torch.float64)[start:]
     if cos_first:
         h = d_model // 2
-        table = torch.cat((table[:, h:], table[:, :h]), 1) if name != "paper" else table.view(n, h, 2).flip(-1).flatten(1)
+        if name == "paper":
+            table = table.view(n, h, 2).flip(-1).flatten(1)
+        else:
+            table = torch.cat((table[:, h:], table[:, :h]), 1)
     table = table.to(dtype)
     zeroed = (5,) if start % 2 else ()
     table[list(zeroed)] = 0

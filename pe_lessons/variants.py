@@ -18,7 +18,16 @@ and returns ``Tensor[max_len, d_model]``, computed in float64 and rounded once t
 
 :func:`diagnose` compares a table with every variant's float64 table for the same
 shape and base, with a tolerance of float32 accuracy (``1e-5 + 2.5e-7·pos``; wider for
-float16/bfloat16 tables), and names the variant it matches.
+float16/bfloat16 tables), and names the variant it matches. Correct tables as real code
+stores them are named too, with what differs: a table whose row 0 is position ``p0 > 0``
+(a continued sequence, a cached decode, fairseq's positions from ``padding_idx + 1``), rows
+zeroed by a padding index (fairseq, M2M100, FSMT, Speech2Text), and pairs stored cos first
+(torchtune's RoPE cache, Meta's ``freqs_cis`` viewed as reals).
+
+The cheap tests :func:`pe0_is_0101`, :func:`pairs_on_unit_circle`, :func:`frequencies_match`
+and :func:`matches_formula` assume the paper's **interleaved, sin-first layout starting at
+position 0**: a correct concatenated (``[sin | cos]``) table fails them, and so does a correct
+table that starts at another position. Only :func:`row_norms_constant` is layout-free.
 """
 
 from __future__ import annotations
@@ -199,13 +208,34 @@ VARIANTS: dict[str, Callable[..., torch.Tensor]] = {
 
 #: name → where the variant is found in the wild (see the course's reference facts).
 SOURCES: dict[str, str] = {
-    "paper": "Vaswani et al. 2017, §3.5 (https://arxiv.org/abs/1706.03762); The Annotated Transformer; the PyTorch tutorial's PositionalEncoding",
-    "concat_halves": "TensorFlow's Transformer tutorial (https://www.tensorflow.org/text/tutorials/transformer)",
-    "tensor2tensor": "tensor2tensor get_timing_signal_1d (https://github.com/tensorflow/tensor2tensor); fairseq SinusoidalPositionalEmbedding (https://github.com/facebookresearch/fairseq)",
+    "paper": (
+        "Vaswani et al. 2017, §3.5 (https://arxiv.org/abs/1706.03762); The Annotated Transformer; the PyTorch "
+        "tutorial's PositionalEncoding; Hugging Face DistilBERT and XLM (create_sinusoidal_embeddings); as cos-first "
+        "pairs: torchtune's RotaryPositionalEmbeddings cache and Meta Llama's freqs_cis viewed as reals"
+    ),
+    "concat_halves": (
+        "TensorFlow's Transformer tutorial (https://www.tensorflow.org/text/tutorials/transformer); Hugging Face "
+        "Marian, Pegasus, RoFormer and GPT-J sinusoidal tables ([sin | cos] halves, the paper's frequencies)"
+    ),
+    "tensor2tensor": (
+        "tensor2tensor get_timing_signal_1d (https://github.com/tensorflow/tensor2tensor); fairseq "
+        "SinusoidalPositionalEmbedding (https://github.com/facebookresearch/fairseq, padding row zeroed, positions "
+        "from padding_idx + 1); Hugging Face FSMT, M2M100, Speech2Text and Whisper"
+    ),
     "sin_only": "the source notebook of this course; https://github.com/luopeixiang/im2latex/issues/10",
-    "doubled_exponent": "S. Herath, 'Positional Encoding in the Transformer Model' (Medium, 2024); the sin columns of https://github.com/SamLynnEvans/Transformer/issues/7",
-    "column_exponent": "https://github.com/Kyubyong/transformer/issues/38; https://github.com/jadore801120/attention-is-all-you-need-pytorch/issues/32; https://github.com/SamLynnEvans/Transformer/issues/7 (loop by 2, 2*i for sin, 2*(i+1) for cos)",
-    "shifted_cos_exponent": "https://github.com/maxjcohen/transformer/issues/62 (cos over arange(1, d_model, 2)); study notes on Transformer variants (formula only)",
+    "doubled_exponent": (
+        "S. Herath, 'Positional Encoding in the Transformer Model' (Medium, 2024); the sin columns of "
+        "https://github.com/SamLynnEvans/Transformer/issues/7"
+    ),
+    "column_exponent": (
+        "https://github.com/Kyubyong/transformer/issues/38; "
+        "https://github.com/jadore801120/attention-is-all-you-need-pytorch/issues/32; "
+        "https://github.com/SamLynnEvans/Transformer/issues/7 (loop by 2, 2*i for sin, 2*(i+1) for cos)"
+    ),
+    "shifted_cos_exponent": (
+        "https://github.com/maxjcohen/transformer/issues/62 (cos over arange(1, d_model, 2)); study notes on "
+        "Transformer variants (formula only)"
+    ),
 }
 
 #: name → what it is, its symptom, the usual line of code, and the fix.
@@ -300,7 +330,11 @@ def _close(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype, positions: torc
 
 
 def pe0_is_0101(table: torch.Tensor, base: float = 10000.0) -> bool:
-    """Cheap test 1: the first row is ``[0, 1, 0, 1, …]`` (every angle is 0 at position 0)."""
+    """Cheap test 1: the first row is ``[0, 1, 0, 1, …]`` (every angle is 0 at position 0).
+
+    Assumes the interleaved, sin-first layout and a table that starts at position 0: a correct
+    ``[sin | cos]`` table starts ``[0, …, 0, 1, …, 1]`` and fails it, as does a continued sequence.
+    """
     table = _table_arg(table)
     check_base(base)
     row = _as64(table)[0]
@@ -309,7 +343,11 @@ def pe0_is_0101(table: torch.Tensor, base: float = 10000.0) -> bool:
 
 
 def row_norms_constant(table: torch.Tensor, base: float = 10000.0) -> bool:
-    """Cheap test 2: every row has norm ``sqrt(d_model/2)`` (one unit vector per pair)."""
+    """Cheap test 2: every row has norm ``sqrt(d_model/2)`` (one unit vector per pair).
+
+    Layout-free: it holds for any column order and any start position (but not for a zeroed
+    padding row).
+    """
     table = _table_arg(table)
     check_base(base)
     norms = _as64(table).norm(dim=1)
@@ -317,7 +355,11 @@ def row_norms_constant(table: torch.Tensor, base: float = 10000.0) -> bool:
 
 
 def pairs_on_unit_circle(table: torch.Tensor, base: float = 10000.0) -> bool:
-    """Cheap test 3: ``PE[:, 2i]² + PE[:, 2i+1]² = 1`` for every pair (sin and cos of one angle)."""
+    """Cheap test 3: ``PE[:, 2i]² + PE[:, 2i+1]² = 1`` for every pair (sin and cos of one angle).
+
+    Assumes the interleaved layout (pairs in adjacent columns; sin or cos first, any start
+    position): a correct ``[sin | cos]`` table pairs ``sin(pω_i)`` with ``sin(pω_{i+1})`` here and fails.
+    """
     table = _table_arg(table)
     check_base(base)
     t = _as64(table)
@@ -329,7 +371,8 @@ def frequencies_match(table: torch.Tensor, base: float = 10000.0) -> bool:
     """Cheap test 4: the sin columns turn at the paper's frequencies.
 
     Row 1 holds ``sin(ω_i)`` in column ``2i``; since ``0 < ω_i ≤ 1 < π/2``,
-    ``asin(PE[1, 2i]) = ω_i = base^{-2i/d}``. Needs at least 2 rows.
+    ``asin(PE[1, 2i]) = ω_i = base^{-2i/d}``. Needs at least 2 rows. Assumes the interleaved,
+    sin-first layout starting at position 0 (row 1 must be position 1).
     """
     table = _table_arg(table, min_rows=2)
     base = check_base(base)
@@ -339,7 +382,11 @@ def frequencies_match(table: torch.Tensor, base: float = 10000.0) -> bool:
 
 
 def matches_formula(table: torch.Tensor, base: float = 10000.0) -> bool:
-    """Cheap test 5: every entry is within :func:`tolerance` of the float64 formula."""
+    """Cheap test 5: every entry is within :func:`tolerance` of the float64 formula.
+
+    The formula is the paper's (interleaved, sin first, rows = positions 0, 1, …): any other
+    correct convention fails it; :func:`diagnose` recognises those.
+    """
     table = _table_arg(table)
     base = check_base(base)
     pos = torch.arange(table.shape[0], dtype=torch.float64)
@@ -365,8 +412,16 @@ class Diagnosis:
     wrong, the symptom, the usual line of code and the fix (or, for ``"unknown"``, the
     closest variant and which cheap tests fail). ``nearest``: the variant with the smallest
     error relative to the tolerance (equal to ``variant`` on a match). ``max_error``: the
-    largest ``|table - nearest's table|``. ``also_matches``: other variants the table
-    matches as well (variants that coincide for this shape and base).
+    largest ``|table - nearest's table|`` (on a match, over the rows compared). ``also_matches``:
+    other variants the table matches as well (variants that coincide for this shape and base).
+
+    For a correct convention stored the way real code stores it, ``variant`` names the
+    convention and three fields say what differs from the textbook table: ``start`` (the
+    position of row 0, counting on through zeroed rows; 0 for the textbook table, negative
+    when leading rows are left padding, as in fairseq's left-padded source sentences),
+    ``zeroed_rows`` (rows that are all zero, e.g. a padding row; they are left out of the
+    comparison) and ``cos_first`` (each pair stored as ``(cos, sin)`` instead of ``(sin, cos)``).
+    ``differences`` lists them in words.
     """
 
     variant: str
@@ -374,24 +429,196 @@ class Diagnosis:
     nearest: str
     max_error: float
     also_matches: tuple[str, ...] = ()
+    start: int = 0
+    zeroed_rows: tuple[int, ...] = ()
+    cos_first: bool = False
+
+    @property
+    def differences(self) -> tuple[str, ...]:
+        """What differs from the textbook table of ``variant`` (empty for an exact match)."""
+        found = []
+        first = next(r for r in range(len(self.zeroed_rows) + 1) if r not in self.zeroed_rows)
+        if self.start > 0 or (self.start < 0 and first == 0):
+            found.append(f"row 0 is position {self.start}, not 0")
+        elif self.start < 0:  # leading padding rows: the first real row carries the first position
+            found.append(f"row {first} (the first non-zero row) is position {first + self.start}")
+        if self.zeroed_rows:
+            found.append(f"{_rows_text(self.zeroed_rows)} all zeros")
+        if self.cos_first:
+            found.append("each pair is stored cos first, then sin")
+        return tuple(found)
 
 
 _CHUNK_ROWS = 4096
 _SCREEN_ROWS = 64
+#: correct conventions that :func:`diagnose` also recognises shifted, with zeroed rows, or cos first.
+_CONVENTIONS = ("paper", "concat_halves", "tensor2tensor")
+#: largest start position :func:`diagnose` looks for. The tolerance grows with the position (float32
+#: angles), so a match far out says less; 2^17 = 131,072 covers a cached decode in a 128k context.
+_MAX_START = 2**17
 
 
-def _worst(table: torch.Tensor, name: str, base: float, rows: int | None = None) -> tuple[float, float]:
-    """(largest |diff| / tolerance, largest |diff|) between ``table[:rows]`` and variant ``name``."""
+def _rows_text(rows: tuple[int, ...]) -> str:
+    shown = ", ".join(str(r) for r in rows[:5]) + (", …" if len(rows) > 5 else "")
+    return f"row {shown} is" if len(rows) == 1 else f"rows {shown} ({len(rows)}) are"
+
+
+def _worst(
+    table: torch.Tensor,
+    name: str,
+    base: float,
+    rows: int | None = None,
+    *,
+    start: int = 0,
+    keep: torch.Tensor | None = None,
+    cos_first: bool = False,
+) -> tuple[float, float]:
+    """(largest |diff| / tolerance, largest |diff|) between ``table[:rows]`` and variant ``name``.
+
+    Row ``r`` is compared with position ``start + r``; rows where ``keep`` is False are skipped;
+    ``cos_first`` swaps sin and cos within each pair of the variant's table first.
+    """
     n, d = table.shape
     n = n if rows is None else min(n, rows)
     ratio, err = 0.0, 0.0
-    for start in range(0, n, _CHUNK_ROWS):
-        block = table[start : min(n, start + _CHUNK_ROWS)].detach().to("cpu", torch.float64)
-        pos = torch.arange(start, start + block.shape[0], dtype=torch.float64)
-        diff = (block - _FORMULAS[name](pos, d, base)).abs().nan_to_num(nan=math.inf)
-        ratio = max(ratio, (diff / tolerance(pos, table.dtype)[:, None]).max().item())
-        err = max(err, diff.max().item())
+    for first in range(0, n, _CHUNK_ROWS):
+        last = min(n, first + _CHUNK_ROWS)
+        block = table[first:last].detach().to("cpu", torch.float64)
+        pos = torch.arange(start + first, start + last, dtype=torch.float64)
+        want = _FORMULAS[name](pos, d, base)
+        if cos_first:
+            want = _swap_order(want, name)
+        diff = (block - want).abs().nan_to_num(nan=math.inf)
+        if keep is not None:
+            diff = diff[keep[first:last]]
+            pos = pos[keep[first:last]]
+        if diff.numel():
+            ratio = max(ratio, (diff / tolerance(pos, table.dtype)[:, None]).max().item())
+            err = max(err, diff.max().item())
     return ratio, err
+
+
+def _halves(name: str) -> bool:
+    return name in ("concat_halves", "tensor2tensor")
+
+
+def _swap_order(t: torch.Tensor, name: str) -> torch.Tensor:
+    """Swap sin and cos within each pair: adjacent columns (interleaved) or the two halves."""
+    h = t.shape[1] // 2
+    if _halves(name):
+        return torch.cat((t[:, h:], t[:, :h]), dim=1)
+    return t.view(t.shape[0], h, 2).flip(-1).reshape(t.shape)
+
+
+def _sin_cos(t: torch.Tensor, name: str, cos_first: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    h = t.shape[1] // 2
+    a, b = (t[:, :h], t[:, h:]) if _halves(name) else (t[:, 0::2], t[:, 1::2])
+    return (b, a) if cos_first else (a, b)
+
+
+def _frequencies(name: str, d: int, base: float) -> torch.Tensor:
+    """The frequency of each pair of a correct convention (float64)."""
+    one = torch.ones(1, dtype=torch.float64)
+    s, c = _sin_cos(_FORMULAS[name](one, d, base), name, cos_first=False)
+    return torch.atan2(s[0], c[0])  # the angle at position 1 is ω_i (every ω_i ≤ 1 < π)
+
+
+def _max_start(pairs: int, dtype: torch.dtype) -> int:
+    """Largest start position worth searching: ``P·(tol(P)/π)^pairs ≤ 1e-4``, at most :data:`_MAX_START`.
+
+    A position fits one pair by chance with probability about ``tol/π``; with few pairs and the
+    wide tolerance far out, some position below ``P`` would fit a noisy table by chance (for
+    ``d_model = 4``, position 84,823 ≈ 13,500·2π looks like position 0 within 2e-3).
+    """
+    limit = _MAX_START
+    while limit > 1 and limit * (tolerance(torch.tensor([float(limit)]), dtype).item() / math.pi) ** pairs > 1e-4:
+        limit //= 2
+    return limit
+
+
+def _estimate_start(sin_row: torch.Tensor, cos_row: torch.Tensor, omega: torch.Tensor, limit: int) -> int | None:
+    """The integer position ``p`` with ``(sin, cos)(p·ω_i) ≈ (sin_row, cos_row)`` for every pair, or None.
+
+    Phase unwrapping: the slowest pair gives ``p`` modulo its period (one candidate per period
+    below ``limit``), each faster pair refines it (a pair at most 16 times faster
+    than the last one used, so a rounding error of the slower estimate cannot skip a turn), and
+    the candidate whose rounded position fits every pair best wins.
+    """
+    theta = torch.atan2(sin_row, cos_row)
+    if not bool(torch.isfinite(theta).all()):
+        return None
+    order = torch.argsort(omega).tolist()
+    chain = [order[0]]
+    for prev, nxt in zip(order[:-1], order[1:], strict=True):
+        if omega[nxt] / omega[chain[-1]] > 16 and prev != chain[-1]:
+            chain.append(prev)
+    if order[-1] != chain[-1]:
+        chain.append(order[-1])
+    slow = chain[0]
+    period = 2 * math.pi / omega[slow].item()
+    turns = torch.arange(min(256, int(limit / period) + 1), dtype=torch.float64)
+    p = (torch.remainder(theta[slow], 2 * math.pi) + 2 * math.pi * turns) / omega[slow]
+    for k in chain[1:]:
+        m = torch.round((p * omega[k] - theta[k]) / (2 * math.pi))
+        p = (theta[k] + 2 * math.pi * m) / omega[k]
+    q = torch.round(p)
+    miss = torch.remainder(q[:, None] * omega[None, :] - theta[None, :] + math.pi, 2 * math.pi) - math.pi
+    best = int(miss.abs().amax(dim=1).argmin())
+    return int(q[best].item())
+
+
+def _match_convention(table: torch.Tensor, base: float) -> Diagnosis | None:
+    """A correct convention that matches ``table`` with a start offset, zeroed rows or cos-first pairs."""
+    n, d = table.shape
+    t = table.detach().to("cpu", torch.float64)
+    zero = t.abs().amax(dim=1) <= _ATOL[table.dtype]
+    if int(zero.sum()) > n // 4:  # mostly zeros: nothing to recognise
+        return None
+    keep = ~zero
+    first = int(keep.nonzero()[0])
+    zeroed = tuple(int(r) for r in zero.nonzero().flatten())
+    best: tuple[float, float, str, int, bool] | None = None  # (ratio, error, name, start, cos_first)
+    limit = _max_start(d // 2, table.dtype)
+    for name in _CONVENTIONS:
+        omega = _frequencies(name, d, base)
+        for cos_first in (False, True):
+            s, c = _sin_cos(t[first : first + 1], name, cos_first)
+            position = _estimate_start(s[0], c[0], omega, limit)
+            if position is None or not 0 <= position <= limit + first:
+                continue
+            start = position - first
+            if start == 0 and not zeroed and not cos_first:
+                continue  # the plain table: already compared
+            args = dict(start=start, keep=keep, cos_first=cos_first)
+            if _worst(table, name, base, _SCREEN_ROWS, **args)[0] > 1.0:
+                continue
+            ratio, err = _worst(table, name, base, **args)
+            if ratio <= 1.0 and (best is None or ratio < best[0]):
+                best = (ratio, err, name, start, cos_first)
+    if best is None:
+        return None
+    _, err, name, start, cos_first = best  # the closest fit, if several conventions fit
+    found = Diagnosis(name, "", name, err, (), start, zeroed, cos_first)
+    what = "; ".join(found.differences)
+    text = f"A correct table in the {name} convention, stored the way real code stores it: {what}. "
+    if start:
+        text += (
+            f"Rows that start at position {first + start} are what a continued sequence or a cached decode "
+            "adds; fairseq, M2M100 and FSMT number positions from padding_idx + 1 (left padding rows are zero). "
+        )
+    if zeroed:
+        text += "A zeroed row is the padding row of fairseq-style tables (emb[padding_idx] = 0). "
+    if cos_first:
+        text += (
+            "Cos-first pairs are how torchtune caches rotary angles (stack([cos, sin], -1)) and what "
+            "Meta's freqs_cis (cos + i·sin) looks like viewed as reals. "
+        )
+    text += (
+        "None of this is a bug as long as the code that reads the table expects it. Apart from that: "
+        + EXPLANATIONS[name]
+        + f" Seen in: {SOURCES[name]}."
+    )
+    return Diagnosis(name, text, name, err, (), start, zeroed, cos_first)
 
 
 def diagnose(table: torch.Tensor, base: float = 10000.0) -> Diagnosis:
@@ -404,6 +631,15 @@ def diagnose(table: torch.Tensor, base: float = 10000.0) -> Diagnosis:
     :data:`VARIANTS` order wins — correct conventions before bugs — and the others are
     listed in ``also_matches``. Note that a base is part of the question: a ``paper``
     table built with ``base = b²`` *is* the ``doubled_exponent`` table of ``base = b``.
+
+    When no variant matches as it stands, the correct conventions (``paper``,
+    ``concat_halves``, ``tensor2tensor``) are tried the way real code stores them: row 0 at
+    another position ``p0`` (estimated from the first non-zero row by phase unwrapping; any
+    ``p0`` up to ``2^17``, less for narrow tables where a far position could fit by chance, since
+    the tolerance grows with the position), up to a quarter of the rows zeroed (a padding row),
+    and pairs stored cos first; the closest fit wins. A match names the convention; ``start``,
+    ``zeroed_rows``, ``cos_first`` and the explanation say what differs. The bugs are only
+    recognised at position 0.
     """
     table = _table_arg(table, min_rows=8)
     base = check_base(base)
@@ -422,6 +658,9 @@ def diagnose(table: torch.Tensor, base: float = 10000.0) -> Diagnosis:
                 "coincide here, and the first in VARIANTS order is reported."
             )
         return Diagnosis(name, text, name, full[name][1], tuple(matches[1:]))
+    stored = _match_convention(table, base)
+    if stored is not None:
+        return stored
     # no match: compare with every variant over the whole table (the screen only gives a lower
     # bound), so that `nearest` really is the variant with the smallest error relative to the tolerance
     full.update({name: _worst(table, name, base) for name in _FORMULAS if name not in full})
@@ -436,7 +675,8 @@ def diagnose(table: torch.Tensor, base: float = 10000.0) -> Diagnosis:
     else:
         closest = f"It is not close to any of them (even the nearest, {nearest}, is off by {error:.2g} somewhere). "
     text = (
-        f"This table matches none of the {len(_FORMULAS)} known variants for base = {base:g}. {closest}"
+        f"This table matches none of the {len(_FORMULAS)} known variants for base = {base:g}, not even a correct "
+        f"convention shifted to another start position, with zeroed rows or with cos first. {closest}"
         f"Cheap tests that fail: {', '.join(failing) or 'none'}. Other causes: another base, "
         "random or zero values, or a bug that is not in this gallery."
     )

@@ -154,10 +154,12 @@ UNKNOWN = {
     "noise 1e-4": lambda n, d, dt: _noisy(paper(n, d, dtype=dt), 1e-4),
     "noise 1e-3 on sin_only": lambda n, d, dt: _noisy(VARIANTS["sin_only"](n, d, dtype=dt), 1e-3),
     "constant 1e-3 offset": lambda n, d, dt: paper(n, d, dtype=dt) + 1e-3,
-    "sin/cos swapped": lambda n, d, dt: paper(n, d, dtype=dt)[:, torch.arange(d).view(-1, 2).flip(1).flatten()],
+    "sin_only, rows shifted by five": lambda n, d, dt: VARIANTS["sin_only"](n + 5, d, dtype=dt)[5:],
+    "rows shifted by three, noise 1e-4": lambda n, d, dt: _noisy(paper(n + 3, d, dtype=dt)[3:], 1e-4),
+    "cos first, halves out of order": lambda n, d, dt: paper(n, d, dtype=dt)[:, torch.arange(d).roll(1)],
     "one wrong entry": lambda n, d, dt: paper(n, d, dtype=dt).index_put_((torch.tensor([n - 1]), torch.tensor([0])), torch.tensor(0.5, dtype=dt)),
     "a NaN": lambda n, d, dt: paper(n, d, dtype=dt).index_put_((torch.tensor([3]),), torch.tensor(float("nan"), dtype=dt)),
-    "rows shifted by one": lambda n, d, dt: paper(n + 1, d, dtype=dt)[1:],
+    "half the rows zeroed": lambda n, d, dt: paper(n, d, dtype=dt).index_fill_(0, torch.arange(0, n, 2), 0.0),
 }
 
 
@@ -168,6 +170,7 @@ def test_diagnose_says_unknown_for_everything_else(kind, shape, dtype):
     found = diagnose(UNKNOWN[kind](*shape, dtype))
     assert found.variant == "unknown" and found.also_matches == ()
     assert found.nearest in VARIANTS and "none of the 7 known variants" in found.explanation
+    assert (found.start, found.zeroed_rows, found.cos_first, found.differences) == (0, (), False, ())
 
 
 def test_unknown_explanation_points_at_the_near_miss():
@@ -389,3 +392,106 @@ def test_tolerance_checks_its_arguments():
         tolerance(torch.arange(3), torch.int64)
     with pytest.raises(TypeError, match="positions"):
         tolerance([0, 1, 2], torch.float32)
+
+
+# ---------------------------------------------------------------- correct tables as real code stores them
+# Each builder below follows the library's own code (in torch, float32 where the library uses it).
+def fairseq_embedding(num_embeddings, embedding_dim, padding_idx=None):
+    """fairseq SinusoidalPositionalEmbedding.get_embedding (also M2M100, FSMT, Speech2Text)."""
+    half_dim = embedding_dim // 2
+    emb = math.log(10000) / (half_dim - 1)
+    emb = torch.exp(torch.arange(half_dim, dtype=torch.float) * -emb)
+    emb = torch.arange(num_embeddings, dtype=torch.float).unsqueeze(1) * emb.unsqueeze(0)
+    emb = torch.cat([torch.sin(emb), torch.cos(emb)], dim=1).view(num_embeddings, -1)
+    if padding_idx is not None:
+        emb[padding_idx, :] = 0
+    return emb
+
+
+def fairseq_positions(tokens, padding_idx):
+    """fairseq utils.make_positions: non-padding tokens are numbered from padding_idx + 1."""
+    mask = tokens.ne(padding_idx).int()
+    return (torch.cumsum(mask, dim=1).type_as(mask) * mask).long() + padding_idx
+
+
+def torchtune_cache(max_seq_len, dim, base=10000):
+    """torchtune RotaryPositionalEmbeddings.build_rope_cache, the cache flattened to [seq, dim]."""
+    theta = 1.0 / (base ** (torch.arange(0, dim, 2)[: (dim // 2)].float() / dim))
+    seq_idx = torch.arange(max_seq_len, dtype=theta.dtype)
+    idx_theta = torch.einsum("i, j -> ij", seq_idx, theta).float()
+    return torch.stack([torch.cos(idx_theta), torch.sin(idx_theta)], dim=-1).flatten(1)
+
+
+def meta_freqs_cis(dim, end, theta=10000.0):
+    """Meta Llama precompute_freqs_cis, viewed as reals: [end, dim] with (cos, sin) pairs."""
+    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2)[: (dim // 2)].float() / dim))
+    t = torch.arange(end, device=freqs.device)
+    freqs = torch.outer(t, freqs).float()
+    return torch.view_as_real(torch.polar(torch.ones_like(freqs), freqs)).flatten(1)
+
+
+def test_fairseq_table_with_its_padding_row_and_the_rows_a_model_adds():
+    weights = fairseq_embedding(1026, 512, padding_idx=1)
+    full = diagnose(weights)
+    assert (full.variant, full.start, full.zeroed_rows, full.cos_first) == ("tensor2tensor", 0, (1,), False)
+    assert full.differences == ("row 1 is all zeros",) and "padding row" in full.explanation
+    tokens = torch.tensor([[5, 8, 13, 21] * 10, [1, 1, 1] + [7] * 37])  # the second sentence is left-padded
+    rows = weights.index_select(0, fairseq_positions(tokens, 1).flatten()).view(2, 40, 512)
+    used = diagnose(rows[0])
+    assert (used.variant, used.start, used.zeroed_rows) == ("tensor2tensor", 2, ())
+    assert used.differences == ("row 0 is position 2, not 0",)
+    padded = diagnose(rows[1])
+    assert (padded.variant, padded.start, padded.zeroed_rows) == ("tensor2tensor", -1, (0, 1, 2))
+    assert padded.differences[0] == "row 3 (the first non-zero row) is position 2"
+
+
+def test_transformers_m2m100_table_is_named():
+    m2m = pytest.importorskip("transformers.models.m2m_100.modeling_m2m_100")
+    weights = m2m.M2M100SinusoidalPositionalEmbedding.get_embedding(130, 64, padding_idx=1)
+    found = diagnose(weights)
+    assert (found.variant, found.zeroed_rows) == ("tensor2tensor", (1,))
+    assert diagnose(weights[2:]).start == 2  # the rows it adds: positions from padding_idx + 1 = 2
+
+
+@pytest.mark.parametrize("build", [torchtune_cache, lambda n, d: meta_freqs_cis(d, n)], ids=["torchtune", "meta"])
+def test_cos_first_rope_caches_are_the_paper_frequencies(build):
+    found = diagnose(build(4096, 128))
+    assert (found.variant, found.start, found.zeroed_rows, found.cos_first) == ("paper", 0, (), True)
+    assert found.differences == ("each pair is stored cos first, then sin",) and "torchtune" in found.explanation
+    decode = diagnose(build(3064, 64)[3000:])  # a cached decode: rows 3000 … 3063
+    assert (decode.variant, decode.start, decode.cos_first) == ("paper", 3000, True)
+
+
+@pytest.mark.parametrize("name", ["paper", "concat_halves", "tensor2tensor"])
+@pytest.mark.parametrize("start", [0, 1, 17, 999, 70_000])
+@pytest.mark.parametrize("cos_first", [False, True])
+@pytest.mark.parametrize("d_model, dtype", [(16, torch.float32), (64, torch.float64), (8, torch.bfloat16)])
+def test_a_correct_table_is_never_a_bug_or_unknown(name, start, cos_first, d_model, dtype):
+    n = 40
+    table = VARIANTS[name](start + n, d_model, dtype=torch.float64)[start:]
+    if cos_first:
+        h = d_model // 2
+        if name == "paper":
+            table = table.view(n, h, 2).flip(-1).flatten(1)
+        else:
+            table = torch.cat((table[:, h:], table[:, :h]), 1)
+    table = table.to(dtype)
+    zeroed = (5,) if start % 2 else ()
+    table[list(zeroed)] = 0
+    found = diagnose(table)
+    if dtype == torch.bfloat16 and start >= 999:
+        # bfloat16 keeps 8 bits: far out the narrow table is too coarse to pin a position down
+        assert found.variant in (name, "unknown")
+        return
+    assert (found.variant, found.start, found.zeroed_rows, found.cos_first) == (name, start, zeroed, cos_first)
+    assert len(found.differences) == (start != 0) + bool(zeroed) + cos_first
+
+
+def test_start_search_stops_where_a_chance_fit_becomes_likely():
+    from pe_lessons.variants import _max_start
+
+    assert _max_start(2, torch.float32) == 2048 and _max_start(8, torch.float32) == 2**17
+    # d_model = 4: position 84,823 ≈ 13,500·2π is position 0 within 2e-3, so a noisy table must stay unknown
+    near_zero = paper(84_823 + 8, 4, dtype=torch.float64)[84_823:]
+    assert (near_zero - paper(8, 4, dtype=torch.float64)).abs().max() < 2e-3
+    assert diagnose(_noisy(paper(8, 4), 1e-4)).variant == "unknown"

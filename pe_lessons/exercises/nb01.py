@@ -8,7 +8,7 @@ from collections.abc import Callable
 from ..sinusoidal import pe_formula
 from ._feedback import Feedback, as_integer, as_number, attempt, checker, failed, is_placeholder, not_done, passed
 
-__all__ = ["check_pe_row", "check_wavelength", "check_first_slow_column"]
+__all__ = ["check_pe_row", "check_wavelength", "check_first_slow_column", "check_offset_dot"]
 
 
 def _close(a: float, b: float, tol: float = 1e-6) -> bool:
@@ -100,3 +100,88 @@ def check_first_slow_column(answer: int | None, length: float, d_model: int, bas
     if 0 <= answer < d_model:
         return failed(f"Column {answer} has period {periods[answer]:.1f}: " + ("not long enough." if periods[answer] <= length else "long enough, but an earlier column already is."))
     return failed(f"Answer with a column index between 0 and {d_model - 1}.")
+
+
+# --------------------------------------------------------------------------- new exercise: derive a dot product
+def _real(value: object) -> float | None:
+    """``value`` as a finite float (Python, numpy or one-element torch number), else None."""
+    if isinstance(value, (bool, str, bytes)):
+        return None
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, RuntimeError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _offset_dot(
+    k: float, d_model: int, exponent: Callable[[int], float], fn: Callable[[float], float] = math.cos
+) -> float:
+    return sum(fn(k / 10000 ** exponent(i)) for i in range(d_model // 2))
+
+
+#: (k, d_model) pairs an answer to :func:`check_offset_dot` is tried on.
+OFFSET_CASES = [(0, 8), (1, 8), (3, 8), (7, 50), (30, 50), (500, 50), (2, 2), (12, 512)]
+
+
+def check_offset_dot(offset_dot: Callable[[int, int], float] | None) -> Feedback:
+    """Check ``offset_dot(k, d_model) -> PE(p)·PE(p+k)``, a formula in ``k`` alone: ``Σ_i cos(k·ω_i)``.
+
+    ``sin(a)sin(b) + cos(a)cos(b) = cos(a − b)`` turns each pair's contribution into
+    ``cos(k·ω_i)``, whatever ``p`` is. The answer is tried on :data:`OFFSET_CASES`; the
+    feedback names the usual slips (sines left in, each pair counted twice, the column index
+    in the exponent, only the ``k = 0`` case).
+    """
+    if offset_dot is None or offset_dot is Ellipsis:
+        return not_done()
+    if not callable(offset_dot):
+        return failed(f"Answer with a function offset_dot(k, d_model), got {type(offset_dot).__name__}.")
+    got = []
+    for k, d in OFFSET_CASES:
+        value, problem = attempt(f"offset_dot({k}, {d})", offset_dot, k, d)
+        if problem is not None:
+            return problem
+        number = _real(value)
+        if number is None:
+            return failed(f"offset_dot({k}, {d}) returned {value!r}; return one finite number (the dot product).")
+        got.append(number)
+
+    def same(
+        exponent: Callable[[int, int], float], fn: Callable[[float], float] = math.cos, factor: float = 1.0
+    ) -> bool:
+        return all(
+            _close(g, factor * _offset_dot(k, d, lambda i, d=d: exponent(i, d), fn), 1e-6)
+            for g, (k, d) in zip(got, OFFSET_CASES, strict=True)
+        )
+
+    pair = lambda i, d: 2 * i / d  # noqa: E731
+    if same(pair):
+        return passed(
+            "PE(p)·PE(p+k) = Σ_i cos(k·ω_i): each pair gives sin(a)sin(b) + cos(a)cos(b) = cos(a − b) = cos(k·ω_i), "
+            "so the dot product depends on the offset k only, never on p."
+        )
+    if all(_close(g, d / 2, 1e-6) for g, (_, d) in zip(got, OFFSET_CASES, strict=True)):
+        return failed(
+            "d_model/2 is only the k = 0 case (a row with itself). For k ≠ 0 each pair's angles differ by k·ω_i."
+        )
+    if same(pair, math.sin):
+        return failed(
+            "A sum of sines is not it: sin(a)sin(b) + cos(a)cos(b) = cos(a − b), so each pair gives cos(k·ω_i)."
+        )
+    if same(pair, factor=2.0):
+        return failed(
+            "Each pair contributes one cos(k·ω_i), not two: the pair's sin and cos columns together give one term."
+        )
+    if same(lambda i, d: 4 * i / d):
+        return failed("The exponent is doubled: pair i uses base^(-2i/d_model) with i = 0, 1, …, d_model/2 - 1.")
+    if same(lambda i, d: 2 * (2 * i) / d) or same(lambda i, d: i / d):
+        return failed("Check the exponent: ω_i = base^(-2i/d_model), where i counts pairs, not columns.")
+    if not _close(got[0], 4.0, 1e-6):  # (k, d) = (0, 8): a row with itself
+        return failed(f"offset_dot(0, 8) = {got[0]:.4g}; at k = 0 it is |PE(p)|² = d_model/2 = 4. Start from there.")
+    want = [_offset_dot(k, d, lambda i, d=d: 2 * i / d) for k, d in OFFSET_CASES]
+    first = next(j for j in range(len(OFFSET_CASES)) if not _close(got[j], want[j], 1e-6))
+    k, d = OFFSET_CASES[first]
+    return failed(
+        f"offset_dot({k}, {d}) = {got[first]:.6g} is off. Write PE(p)·PE(p+k) pair by pair and use "
+        "sin(a)sin(b) + cos(a)cos(b) = cos(a − b)."
+    )

@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 import torch
 
-from ..sinusoidal import sinusoidal_table
+from ..sinusoidal import inverse_frequencies, sinusoidal_table
 from ._feedback import Feedback, as_number, attempt, checker, failed, is_placeholder, not_done, passed
 
-__all__ = ["check_table_function", "check_angle_spacing"]
+__all__ = ["check_table_function", "check_angle_spacing", "check_precision_fix"]
 
 
 @checker
@@ -76,3 +76,71 @@ def check_angle_spacing(answer: float | None, angle: float = 50000.0) -> Feedbac
     if math.isclose(answer, 2.0 ** -23, rel_tol=1e-6) or math.isclose(answer, 2.0 ** -24, rel_tol=1e-6):
         return failed(f"That is the spacing near 1. Near {angle:g} it is 2^(e-23) with e = floor(log2({angle:g})) = {exponent}.")
     return failed("Not quite: the spacing near x is 2^(floor(log2 x) - 23) for float32.")
+
+
+# --------------------------------------------------------------------------- new exercise: debug a half-done fix
+def _omega32_tables(max_len: int, d_model: int) -> list[torch.Tensor]:
+    """Tables whose angles are exact products of float64 positions and float32-rounded ω (two ways of rounding)."""
+    i = torch.arange(0, d_model, 2, dtype=torch.float32)
+    rounded = [
+        torch.exp(i * (-math.log(10000.0) / d_model)),  # the textbook line, in float32
+        inverse_frequencies(d_model).float(),  # the exact ω, rounded once
+    ]
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+    out = []
+    for omega in rounded:
+        angles = pos * omega.double()
+        out.append(torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1))
+    return out
+
+
+def check_precision_fix(
+    fixed_table: Callable[[int, int], torch.Tensor] | None, max_len: int = 70000, d_model: int = 16
+) -> Feedback:
+    """Check a fix of the half-done float64 table: float32 ``[max_len, d_model]``, within 5e-7 of the exact values.
+
+    The feedback says which precision loss is left: ω rounded to float32 before the float64
+    product (error ``pos·|ω32 − ω|``, zero in pair 0 where ``ω = 1``), angles rounded to float32,
+    or a layout slip near position 0.
+    """
+    if fixed_table is None or fixed_table is Ellipsis:
+        return not_done()
+    if not callable(fixed_table):
+        return failed(f"Answer with a function fixed_table(max_len, d_model), got {type(fixed_table).__name__}.")
+    table, problem = attempt(f"fixed_table({max_len}, {d_model})", fixed_table, max_len, d_model)
+    if problem is not None:
+        return problem
+    if not isinstance(table, torch.Tensor):
+        return failed(f"fixed_table must return a torch.Tensor, got {type(table).__name__}.")
+    if tuple(table.shape) != (max_len, d_model):
+        return failed(f"Shape {tuple(table.shape)}; expected (max_len, d_model) = ({max_len}, {d_model}).")
+    if not table.is_floating_point() or table.is_complex():
+        return failed(f"dtype {table.dtype}: return a real floating table.")
+    if table.dtype != torch.float32:
+        return failed(f"dtype {table.dtype}: the model wants float32. Compute in float64, then cast last (.float()).")
+    t = table.detach().cpu().double()
+    if not bool(torch.isfinite(t).all()):
+        return failed("The table holds NaN or inf values.")
+    exact = sinusoidal_table(max_len, d_model, dtype=torch.float64)
+    err = (t - exact).abs()
+    worst = err.max().item()
+    if worst <= 5e-7:
+        return passed(
+            f"Within {worst:.1g} of the exact values up to position {max_len - 1}: pos, ω and their product all "
+            "stay in float64, and only the final table is rounded to float32."
+        )
+    if any((t - ref).abs().max().item() <= 1e-6 for ref in _omega32_tables(max_len, d_model)):
+        return failed(
+            f"Off by {worst:.1g} at large positions, and the error grows with pos while pair 0 (ω = 1) stays exact: "
+            "ω itself is still rounded to float32 before the float64 product. A relative error of up to 6e-8 in ω, "
+            f"times pos up to {max_len - 1}, moves the angle by up to {6e-8 * max_len:.0e} rad. "
+            "Compute ω in float64 too."
+        )
+    if err[:1000].max().item() > 1e-4:
+        return failed(f"Off by {err[:1000].max().item():.2g} already in the first 1000 positions: check the layout "
+                      "(sin at 2i, cos at 2i+1) and the frequencies base^(-2i/d_model).")
+    pos = int(err.amax(dim=1).argmax())
+    return failed(
+        f"Right near 0, but off by {worst:.1g} at position {pos}: some step still rounds to float32 before sin/cos "
+        "(the positions, ω, or the angles). Keep every step in float64 and cast the finished table."
+    )

@@ -22,7 +22,13 @@ from ._feedback import (
 )
 from .nb01 import check_wavelength
 
-__all__ = ["check_predicted_wavelength", "check_first_honest_column", "check_buggy_heatmap"]
+__all__ = [
+    "check_predicted_wavelength",
+    "check_first_honest_column",
+    "check_buggy_heatmap",
+    "alias_period",
+    "check_alias_period",
+]
 
 
 def _close(a: float, b: float, tol: float = 1e-3) -> bool:
@@ -112,3 +118,65 @@ def check_buggy_heatmap(answer: str | None, table_a: torch.Tensor, table_b: torc
         return passed(f"Heatmap {buggy} is the buggy one.{clue}")
     return failed(f"Heatmap {answer.strip().upper()} matches the paper's formula. Look at the top row (pos = 0): a correct "
                   "table has 0 in the sin columns and 1 in the cos columns, and the two columns of each pair differ.")
+
+
+# --------------------------------------------------------------------------- new exercise: predict the alias
+def alias_period(column: int, d_model: int, n_positions: int, rows: int, base: float = 10000.0) -> float:
+    """The period (in positions) that naive subsampling — one position every ``k = n_positions // rows`` —
+    shows for ``column``: ``k·2π / |k·ω − 2π·m|`` with ``m`` the nearest integer to ``k·ω/2π``.
+
+    Equal to the true period ``2π/ω`` when the column is slow enough (``2π/ω > 2k``, Nyquist);
+    ``inf`` when ``k·ω`` is a whole number of turns (the picture shows a constant).
+    """
+    k = n_positions // rows
+    omega = base ** (-2 * (column // 2) / d_model)
+    if 2 * math.pi / omega > 2 * k:
+        return 2 * math.pi / omega
+    step = k * omega
+    phase = abs(step - 2 * math.pi * round(step / (2 * math.pi)))
+    return math.inf if phase == 0 else k * 2 * math.pi / phase
+
+
+def check_alias_period(
+    answer: float | None, column: int, d_model: int, n_positions: int, rows: int, base: float = 10000.0
+) -> Feedback:
+    """Check a predicted *apparent* period of ``column`` in a naive picture of ``n_positions`` in ``rows`` rows."""
+    if answer is None or answer is Ellipsis:
+        return not_done()
+    k = n_positions // rows
+    want = alias_period(column, d_model, n_positions, rows, base)
+    if want == math.inf and isinstance(answer, numbers.Real) and float(answer) == math.inf:
+        return passed("k·ω is a whole number of turns: every sample lands on one phase, the column looks constant.")
+    if not _is_number(answer):
+        return failed(f"Answer with a number of positions, got {answer!r}.")
+    answer = float(answer)
+    i = column // 2
+    true = 2 * math.pi * base ** (2 * i / d_model)
+    step = k * base ** (-2 * i / d_model)
+    if _close(answer, want, 0.01):
+        if _close(want, true, 1e-9):
+            return passed(f"Column {column} is slow enough (period {true:,.0f} > 2k = {2 * k}): the picture is honest.")
+        return passed(
+            f"The picture shows a period of {want:,.0f} positions, not the true {true:,.1f}: each row advances "
+            f"k·ω = {step:.3f} rad, which modulo 2π is {step - 2 * math.pi * round(step / (2 * math.pi)):+.3f} rad — "
+            "a slow wave that is not in the table."
+        )
+    if _close(answer, true, 0.01):
+        return failed(
+            f"{true:,.1f} is the true period. With one sample every k = {k} positions a period under 2k = {2 * k} "
+            "cannot be drawn (Nyquist): the samples trace another, slower wave. Reduce k·ω modulo 2π."
+        )
+    if _close(answer, want / k, 0.01):
+        return failed(f"That is the apparent period in rows (samples); one row is k = {k} positions.")
+    rem = step % (2 * math.pi)
+    if rem > 0 and _close(answer, k * 2 * math.pi / rem, 0.01):
+        return failed(
+            f"k·ω mod 2π = {rem:.3f} rad, but a step of {rem:.3f} rad looks like a step of "
+            f"{rem - 2 * math.pi:.3f} rad: take the nearest multiple of 2π, the wave can appear to turn backwards."
+        )
+    if column > 1 and _close(answer, alias_period(2 * column, d_model, n_positions, rows, base), 0.01):
+        return failed(f"You used the column index {column} in the exponent; the pair index is i = {column} // 2 = {i}.")
+    return failed(
+        f"Not quite. The picture samples every k = {n_positions} // {rows} = {k} positions; each sample turns pair {i} "
+        "by k·ω_i. Take that angle modulo 2π (nearest multiple) — the apparent period is k·2π / |k·ω_i − 2π·m|."
+    )

@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable
 
 from ..sinusoidal import pe_formula
-from ._feedback import Feedback, as_integer, as_number, attempt, checker, failed, is_placeholder, not_done, passed
+from ._feedback import Feedback, _short, as_integer, as_number, attempt, checker, failed, is_placeholder, not_done, passed
 
 __all__ = ["check_pe_row", "check_wavelength", "check_first_slow_column", "check_offset_dot"]
 
@@ -105,13 +105,8 @@ def check_first_slow_column(answer: int | None, length: float, d_model: int, bas
 # --------------------------------------------------------------------------- new exercise: derive a dot product
 def _real(value: object) -> float | None:
     """``value`` as a finite float (Python, numpy or one-element torch number), else None."""
-    if isinstance(value, (bool, str, bytes)):
-        return None
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError, RuntimeError):
-        return None
-    return number if math.isfinite(number) else None
+    number, problem = as_number(value)
+    return None if problem is not None else number
 
 
 def _offset_dot(
@@ -124,6 +119,7 @@ def _offset_dot(
 OFFSET_CASES = [(0, 8), (1, 8), (3, 8), (7, 50), (30, 50), (500, 50), (2, 2), (12, 512)]
 
 
+@checker
 def check_offset_dot(offset_dot: Callable[[int, int], float] | None) -> Feedback:
     """Check ``offset_dot(k, d_model) -> PE(p)·PE(p+k)``, a formula in ``k`` alone: ``Σ_i cos(k·ω_i)``.
 
@@ -143,7 +139,7 @@ def check_offset_dot(offset_dot: Callable[[int, int], float] | None) -> Feedback
             return problem
         number = _real(value)
         if number is None:
-            return failed(f"offset_dot({k}, {d}) returned {value!r}; return one finite number (the dot product).")
+            return failed(f"offset_dot({k}, {d}) returned {_short(value)}; return one finite number (the dot product).")
         got.append(number)
 
     def same(

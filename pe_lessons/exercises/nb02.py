@@ -94,6 +94,7 @@ def _omega32_tables(max_len: int, d_model: int) -> list[torch.Tensor]:
     return out
 
 
+@checker
 def check_precision_fix(
     fixed_table: Callable[[int, int], torch.Tensor] | None, max_len: int = 70000, d_model: int = 16
 ) -> Feedback:

@@ -12,6 +12,7 @@ from ._feedback import (
     Feedback,
     SetupError,
     _kind,
+    _short,
     as_integer,
     as_number,
     checker,
@@ -137,6 +138,7 @@ def alias_period(column: int, d_model: int, n_positions: int, rows: int, base: f
     return math.inf if phase == 0 else k * 2 * math.pi / phase
 
 
+@checker
 def check_alias_period(
     answer: float | None, column: int, d_model: int, n_positions: int, rows: int, base: float = 10000.0
 ) -> Feedback:
@@ -148,7 +150,7 @@ def check_alias_period(
     if want == math.inf and isinstance(answer, numbers.Real) and float(answer) == math.inf:
         return passed("k·ω is a whole number of turns: every sample lands on one phase, the column looks constant.")
     if not _is_number(answer):
-        return failed(f"Answer with a number of positions, got {answer!r}.")
+        return failed(f"Answer with a number of positions, got {_short(answer)}.")
     answer = float(answer)
     i = column // 2
     true = 2 * math.pi * base ** (2 * i / d_model)

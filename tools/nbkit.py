@@ -322,28 +322,30 @@ def _link_pages(body: str) -> str:
     return _LOCAL_IPYNB.sub(lambda m: f'href="{m.group(1)}.html{m.group(2) or ""}"', body)
 
 
-NAV_CSS = """<style>
-nav.pe-nav { max-width: 1100px; margin: 0.5rem auto; padding: 0.4rem 1rem; font-family: sans-serif;
-  display: flex; gap: 1.5rem; border-bottom: 1px solid #ddd; }
-nav.pe-nav.bottom { border-top: 1px solid #ddd; border-bottom: none; }
-nav.pe-nav a { text-decoration: none; }
-</style>
-"""
+TEMPLATES = Path(__file__).resolve().parent / "templates"  # pe_site: the lab template, navigation, no CDN
 
 
-def nav_html(prefix: str, prev: tuple[str, str] | None, nxt: tuple[str, str] | None, where: str) -> str:
+def nav_html(prefix: str, prev: tuple[str, str] | None, nxt: tuple[str, str] | None, where: str,
+             colab: str | None = None) -> str:
     parts = [f'<a class="pe-index" href="{prefix}index.html">Index</a>']
     if prev:
         parts.append(f'<a class="pe-prev" rel="prev" href="{html.escape(prev[0])}">← {html.escape(prev[1])}</a>')
     if nxt:
         parts.append(f'<a class="pe-next" rel="next" href="{html.escape(nxt[0])}">{html.escape(nxt[1])} →</a>')
+    if colab:
+        parts.append(f'<a class="pe-colab" href="{html.escape(colab)}">Open in Colab</a>')
     return f'<nav class="pe-nav {where}">' + "\n".join(parts) + "</nav>"
 
 
-def _add_nav(body: str, nav_top: str, nav_bottom: str) -> str:
-    body = body.replace("</head>", NAV_CSS + "</head>", 1)
-    body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + "\n" + nav_top, body, count=1)
-    return body.replace("</body>", nav_bottom + "\n</body>", 1)
+def _drop_badge(nb) -> str | None:
+    """Remove the Colab badge line from the header cell (an image from another host); returns its link."""
+    first = nb.cells[0]
+    lines = _source(first).split("\n")
+    match = re.match(r"\[!\[Open In Colab\]\([^)]*\)\]\(([^)]+)\)\s*$", lines[0]) if lines else None
+    if not match:
+        return None
+    first.source = "\n".join(lines[1:]).lstrip("\n")
+    return match.group(1)
 
 
 def index_html(entries: list[tuple[str, str]], solutions: list[tuple[str, str]] | None = None) -> str:
@@ -396,16 +398,19 @@ def build_site(out: Path, course: list[Path], instructor: bool = False, log=prin
                 sols.append((out / "solutions" / f"{sol.stem}.html", notebook_title(nb), nb))
     written = []
     for group, prefix in ((pages, ""), (sols, "../")):
-        exporter = HTMLExporter(template_name="lab", mathjax_url=prefix + MATHJAX_URL)
+        exporter = HTMLExporter(template_name="pe_site", extra_template_basedirs=[str(TEMPLATES)],
+                                mathjax_url=prefix + MATHJAX_URL)
         for i, (target, title, nb) in enumerate(group):
             widgets_to_static(nb)
-            body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
+            colab = _drop_badge(nb)
             prev = (group[i - 1][0].name, group[i - 1][1]) if i > 0 else None
             nxt = (group[i + 1][0].name, group[i + 1][1]) if i + 1 < len(group) else None
-            top, bottom = (nav_html(prefix, prev, nxt, where) for where in ("top", "bottom"))
-            body = _add_nav(_link_pages(body), top, bottom)
+            resources = {"metadata": {"name": title},
+                         "pe_nav_top": nav_html(prefix, prev, nxt, "top", colab),
+                         "pe_nav_bottom": nav_html(prefix, prev, nxt, "bottom")}
+            body, _ = exporter.from_notebook_node(nb, resources=resources)
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(body, encoding="utf-8")
+            target.write_text(_link_pages(body), encoding="utf-8")
             written.append(target)
             log(f"wrote {target}")
     index = out / "index.html"

@@ -134,6 +134,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
 
 def cmd_lab(args: argparse.Namespace) -> int:
     python = setup(pinned=not args.unpinned)
+    lab_settings(VENV)  # also for an environment set up before this setting existed
     root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []  # e.g. in a container
     return run([python, "-m", "jupyter", "lab", "--notebook-dir", NOTEBOOKS, *root, *args.extra])
 

@@ -226,11 +226,7 @@ def test_student_copies_of_the_course_have_no_link_to_missing_solutions(path):
 
 
 def test_student_command_writes_copies_and_says_how_to_get_the_package(tmp_path, monkeypatch):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("course", ROOT / "course.py")
-    course = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(course)
+    course = load_course()
     monkeypatch.setattr(course, "ROOT", tmp_path)
     monkeypatch.setattr(course, "rerun_inside_venv", lambda args: None)
     src = tmp_path / "99_x.ipynb"
@@ -241,6 +237,55 @@ def test_student_command_writes_copies_and_says_how_to_get_the_package(tmp_path,
     assert nbkit.install_source() in (out / "README.md").read_text()
     assert f"pe-lessons @ {nbkit.install_source()}" in (out / "requirements.txt").read_text()
     assert len(nbformat.read(out / "99_x.ipynb", as_version=4).cells) == 4
+
+
+# --- setup ------------------------------------------------------------------------------------
+
+
+def load_course():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("course", ROOT / "course.py")
+    course = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(course)
+    return course
+
+
+def test_lab_installs_what_a_student_needs_and_test_adds_the_tools(tmp_path, monkeypatch, capsys):
+    course = load_course()
+    venv = tmp_path / "venv"
+    monkeypatch.setattr(course, "VENV", venv)
+    monkeypatch.setattr(course, "STAMP", venv / ".stamp")
+    calls = []
+
+    def fake_run(cmd, **kwargs):
+        cmd = [str(c) for c in cmd]
+        calls.append(cmd)
+        if cmd[1:3] == ["-m", "venv"]:
+            course.venv_python().parent.mkdir(parents=True)
+            course.venv_python().touch()
+        return 0
+
+    monkeypatch.setattr(course, "run", fake_run)
+    course.setup(dev=False)
+    pip = calls[-1]
+    assert pip[pip.index("-r") + 1] == "requirements.txt" and "--quiet" not in pip and "constraints.txt" in pip
+    said = capsys.readouterr().out
+    assert "torch" in said and "MB" in said and "minutes" in said  # what is installed, how big, how long
+    settings = json.loads((venv / "share/jupyter/lab/settings/overrides.json").read_text())
+    assert settings["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"  # no news pop-up
+    calls.clear()
+    course.setup(dev=False)
+    assert calls == []  # up to date
+    course.setup(dev=True)
+    assert calls[-1][calls[-1].index("-r") + 1] == "requirements-dev.txt"
+    calls.clear()
+    course.setup(dev=False)
+    assert calls == []  # an environment with the test tools serves the lab too
+    dev = (ROOT / "requirements-dev.txt").read_text()
+    student = (ROOT / "requirements.txt").read_text()
+    for tool in ("pytest", "hypothesis", "nbval", "playwright"):
+        assert tool in dev and tool not in student
 
 
 # --- execution ---------------------------------------------------------------------------------

@@ -41,7 +41,8 @@ def test_outputs_hold_no_errors_warnings_or_machine_paths(path):
     for index, cell in enumerate(code_cells(path), start=1):
         for out in cell.get("outputs", []):
             assert out["output_type"] != "error", f"{path.name} cell {index} stores an error"
-            assert out.get("name") != "stderr", f"{path.name} cell {index} printed to stderr: {''.join(out.get('text', ''))[:200]}"
+            text = "".join(out.get("text", ""))[:200]
+            assert out.get("name") != "stderr", f"{path.name} cell {index} printed to stderr: {text}"
             blob = json.dumps(out)
             for private in ("/root/", "/home/", "/tmp/", "site-packages", "/work/"):
                 assert private not in blob, f"{path.name} cell {index} output holds a machine path ({private})"
@@ -62,11 +63,12 @@ def test_learning_goals(path):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
 def test_notebook_names_its_kernel(path):
     nb = json.loads(path.read_text(encoding="utf-8"))
-    assert nb["metadata"].get("kernelspec", {}).get("name") == "python3", f"{path.name}: no kernelspec (JupyterLab would ask)"
+    kernel = nb["metadata"].get("kernelspec", {}).get("name")
+    assert kernel == "python3", f"{path.name}: no kernelspec (JupyterLab would ask)"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
 def test_few_cells_skip_output_comparison(path):
     cells = code_cells(path)
     ignored = [c for c in cells if "nbval-ignore-output" in c["metadata"].get("tags", [])]
-    assert len(ignored) <= max(1, len(cells) // 4), f"{path.name}: {len(ignored)} of {len(cells)} cells ignore their output"
+    assert len(ignored) <= max(1, len(cells) // 4), f"{path.name}: {len(ignored)} of {len(cells)} cells ignore output"

@@ -45,7 +45,8 @@ def test_the_package_ships_every_subpackage():
 def test_constraints_pin_every_requirement_and_torch_to_the_cpu_build():
     pins = dict(split(line) for line in requirement_lines("constraints.txt"))
     assert pins["torch"] == "==2.13.0"
-    for name in (split(line)[0] for line in requirement_lines("requirements.txt") + requirement_lines("requirements-dev.txt")):
+    lines = requirement_lines("requirements.txt") + requirement_lines("requirements-dev.txt")
+    for name in (split(line)[0] for line in lines):
         assert name in pins, f"{name} is not pinned in constraints.txt"
         assert pins[name].startswith("==")
 

@@ -19,14 +19,15 @@ column fades towards 0). ``how="stride"`` — keep one row per band — exists
 only to demonstrate the illusion.
 
 Importing this module enables the ``"pe_lessons"`` Altair renderer: each chart
-is displayed as a Vega-Lite spec (interactive in JupyterLab) *and* a static JPEG image
-made by ``vl-convert`` (visible on GitHub, in nbconvert's HTML and wherever
+is displayed as a Vega-Lite spec (interactive in JupyterLab) *and* a static PNG image
+made by ``vl-convert`` (:func:`static_png`) (visible on GitHub, in nbconvert's HTML and wherever
 JavaScript does not run). On Colab it uses Altair's HTML renderer instead.
 """
 
 from __future__ import annotations
 
 import base64
+import io
 import math
 import numbers
 import sys
@@ -67,6 +68,29 @@ REDUCTIONS = ("minmax", "mean", "stride")
 DEFAULT_MAX_COLS = 128
 
 
+#: Colours of a stored static chart image (a palette PNG: about a fifth of a JPEG's size for these charts).
+STATIC_COLORS = 256
+
+
+def static_png(spec: dict) -> str | None:
+    """The chart as a small base64 palette PNG drawn by ``vl-convert`` (``None`` where it or Pillow is missing).
+
+    Stored as ``image/png`` because JupyterLab's Vega renderer adds a (large, full-colour) PNG to
+    every chart output that has none, which rewrites a notebook that was only opened and saved.
+    """
+    try:
+        import vl_convert as vlc
+        from PIL import Image
+    except ImportError:  # the static image is a fallback; the chart itself still shows
+        return None
+    version = "v" + "_".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
+    image = Image.open(io.BytesIO(vlc.vegalite_to_png(spec, scale=1.0, vl_version=version))).convert("RGB")
+    palette = image.quantize(colors=STATIC_COLORS, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    buffer = io.BytesIO()
+    palette.save(buffer, format="PNG", optimize=True)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
 def _render(spec: dict, *, static_image: bool = True, **metadata) -> dict:
     if "google.colab" in sys.modules:  # Colab shows HTML with Vega-Embed, not the Vega-Lite mimetype
         return alt.vegalite.v5.display.html_renderer(spec, **metadata)
@@ -77,17 +101,8 @@ def _render(spec: dict, *, static_image: bool = True, **metadata) -> dict:
         alt.vegalite.v5.display.VEGALITE_MIME_TYPE: spec,
         "text/plain": f"<chart: {title}>" if title else "<chart>",
     }
-    if not static_image:  # a live view (e.g. inside a widget) needs no JPEG
-        return bundle
-    try:
-        import vl_convert as vlc
-
-        version = "v" + "_".join(alt.SCHEMA_VERSION.lstrip("v").split(".")[:2])
-        # JPEG: a quarter of a PNG's size for these charts, which keeps notebooks small
-        image = vlc.vegalite_to_jpeg(spec, scale=1.0, quality=80, vl_version=version)
-        bundle["image/jpeg"] = base64.b64encode(image).decode("ascii")
-    except ImportError:  # the static image is a fallback; the chart itself still shows
-        pass
+    if static_image and (image := static_png(spec)):  # a live view (e.g. inside a widget) needs none
+        bundle["image/png"] = image
     return bundle
 
 

@@ -1,5 +1,6 @@
 """pe_lessons.plots: frames, honest reduction of large tables, chart specs, and bad input."""
 
+import base64
 import math
 
 import altair as alt
@@ -254,11 +255,13 @@ def test_low_precision_and_integer_tables_are_accepted():
         assert isinstance(frame, pd.DataFrame) and (frame["value"] == 1.0).all()
 
 
-def test_renderer_bundle_has_spec_text_and_jpeg():
+def test_renderer_bundle_has_spec_text_and_a_small_png():
     plots.enable_renderer()
     assert alt.renderers.active == "pe_lessons"
     bundle = alt.renderers.get()(plots.heatmap(sinusoidal_table(4, 4), title="tiny").to_dict())
-    assert bundle["text/plain"] == "<chart: tiny>" and "image/jpeg" in bundle
+    assert bundle["text/plain"] == "<chart: tiny>" and "image/jpeg" not in bundle
+    png = base64.b64decode(bundle["image/png"])  # JupyterLab adds a PNG only to outputs that have none
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[25] == 3  # colour type 3: a palette image
     assert alt.vegalite.v5.display.VEGALITE_MIME_TYPE in bundle
 
 

@@ -27,10 +27,26 @@ def test_environment_yml_matches_requirements_txt():
     assert conda == pip
 
 
+def test_pyproject_dependencies_match_requirements_txt():
+    text = (ROOT / "pyproject.toml").read_text()
+    block = re.search(r"^dependencies = \[(.*?)^\]", text, re.M | re.S).group(1)
+    deps = dict(split(d) for d in re.findall(r'"([^"]+)"', block))
+    pip = dict(split(line) for line in requirement_lines("requirements.txt"))
+    assert {k: v for k, v in pip.items() if k not in ("jupyterlab", "ipykernel")} == deps
+    assert deps["ipywidgets"] == ">=7.7,<9", "Colab ships ipywidgets 7.7: the package must accept it"
+
+
+def test_the_package_ships_every_subpackage():
+    text = (ROOT / "pyproject.toml").read_text()
+    assert 'packages = ["pe_lessons"]' not in text  # that list leaves out pe_lessons.exercises
+    assert re.search(r'^\[tool\.setuptools\.packages\.find\]\ninclude = \["pe_lessons\*"\]', text, re.M)
+
+
 def test_constraints_pin_every_requirement_and_torch_to_the_cpu_build():
     pins = dict(split(line) for line in requirement_lines("constraints.txt"))
     assert pins["torch"] == "==2.13.0"
-    for name in (split(line)[0] for line in requirement_lines("requirements.txt") + requirement_lines("requirements-dev.txt")):
+    lines = requirement_lines("requirements.txt") + requirement_lines("requirements-dev.txt")
+    for name in (split(line)[0] for line in lines):
         assert name in pins, f"{name} is not pinned in constraints.txt"
         assert pins[name].startswith("==")
 

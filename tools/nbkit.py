@@ -1,32 +1,90 @@
-"""Notebook tooling behind course.py: header sync, student copies, HTML site.
+"""Notebook tooling behind course.py: header sync, execution, student copies, the HTML site.
 
-The repository URL lives in one place, ``pyproject.toml`` ([project.urls] Repository);
-the Colab badge of every notebook and its setup cell are generated from it (and from
-``pe_lessons.__version__``) by :func:`sync_notebook`, and the tests check that the
-committed notebooks match what it would generate.
+The repository URL and the git ref live in one place, ``pyproject.toml`` ([project.urls]
+Repository and [tool.pe-lessons] colab-ref); the Colab badge of every notebook and its setup
+cell are generated from them by :func:`sync_notebook`, so the badge opens the notebook at the
+same ref the setup cell installs the package from. The tests check that the committed notebooks
+match what it would generate.
+
+Layout: course notebooks ``notebooks/NN_name.ipynb``; their solutions in companion notebooks
+``notebooks/solutions/NN_name_solutions.ipynb``. A course notebook's one cell tagged
+``solutions-link`` points to its companion; student copies and the student site drop it.
+
+Where nbformat, nbclient and nbconvert already do a job (read/write, execute, coalesce streams,
+drop tagged cells, export HTML) this module uses them and only adds the course's conventions.
 """
 
 from __future__ import annotations
 
+import base64
 import html
-import json
+import io
 import re
+import shutil
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
-SOLUTION_TAG = "solution"
+SOLUTIONS = NOTEBOOKS / "solutions"
 SETUP_TAG = "setup"
+SOLUTION_TAG = "solution"  # an answer cell: never in a course notebook, dropped from copies should one appear
+LINK_TAG = "solutions-link"  # the course notebook's pointer to its solutions notebook
+STUDENT_DROP_TAGS = frozenset({SOLUTION_TAG, LINK_TAG})
 BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+SITE_TITLE = "pe-lessons: positional encoding in Transformers"
+# MathJax 2 as shipped by the jupyter-server-mathjax package: copied next to the pages so math
+# renders with no network; this configuration and output ship in that package.
+MATHJAX_URL = "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full,Safe"
+
+
+# --- which notebooks ---------------------------------------------------------------------------
+
+
+def course_notebooks() -> list[Path]:
+    return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+
+
+def solution_notebooks() -> list[Path]:
+    return sorted(SOLUTIONS.glob("[0-9][0-9]_*_solutions.ipynb"))
+
+
+def all_notebooks() -> list[Path]:
+    return course_notebooks() + solution_notebooks()
+
+
+def solutions_for(course: Path) -> Path:
+    """``notebooks/NN_name.ipynb`` -> ``notebooks/solutions/NN_name_solutions.ipynb``."""
+    return course.parent / "solutions" / f"{course.stem}_solutions.ipynb"
+
+
+def relpath(path: Path) -> str:
+    """A notebook's path inside ``notebooks/``, with ``/`` separators (e.g. ``solutions/01_x_solutions.ipynb``)."""
+    return path.resolve().relative_to(NOTEBOOKS.resolve()).as_posix()
+
+
+# --- badge and setup cell ----------------------------------------------------------------------
+
+
+def _pyproject() -> str:
+    return (ROOT / "pyproject.toml").read_text(encoding="utf-8")
 
 
 def repo_url() -> str:
     """The Repository URL from pyproject.toml, e.g. ``https://github.com/owner/name``."""
-    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    match = re.search(r'^Repository\s*=\s*"([^"]+)"', text, flags=re.M)
+    match = re.search(r'^Repository\s*=\s*"([^"]+)"', _pyproject(), flags=re.M)
     if not match:
         raise RuntimeError("pyproject.toml has no [project.urls] Repository entry")
     return match.group(1).rstrip("/")
+
+
+def colab_ref() -> str:
+    """The git ref (branch or tag) badges open and setup cells install: [tool.pe-lessons] colab-ref."""
+    match = re.search(r'^colab-ref\s*=\s*"([^"]+)"', _pyproject(), flags=re.M)
+    if not match:
+        raise RuntimeError('pyproject.toml has no [tool.pe-lessons] colab-ref = "..." entry')
+    return match.group(1)
 
 
 def version() -> str:
@@ -42,29 +100,52 @@ def github_path() -> str:
     return url.removeprefix("https://github.com/")
 
 
-def badge_line(notebook_name: str) -> str:
-    target = f"https://colab.research.google.com/github/{github_path()}/blob/main/notebooks/{notebook_name}"
+def badge_line(notebook: str) -> str:
+    """The Colab badge for ``notebook`` (its path inside ``notebooks/``), opening ``colab_ref()``."""
+    target = f"https://colab.research.google.com/github/{github_path()}/blob/{colab_ref()}/notebooks/{notebook}"
     return f"[![Open In Colab]({BADGE_IMAGE})]({target})"
 
 
-def pip_spec() -> str:
-    """What the Colab setup cell installs: this repository at the tag of this version."""
-    return f"pe-lessons @ git+{repo_url()}@v{version()}"
+def install_source() -> str:
+    """What the Colab setup cell installs from: this repository at the ref the badge opens."""
+    return f"git+{repo_url()}@{colab_ref()}"
+
+
+SETUP_TEMPLATE = '''\
+# Colab only: install this course's helper package (elsewhere this cell does nothing).
+import sys
+
+if "google.colab" in sys.modules:
+    import importlib
+    import importlib.metadata as metadata
+    import json
+    import subprocess
+    import tempfile
+
+    source = "{source}"  # the same ref as this notebook's Colab badge
+    # Keep Colab's own torch and ipywidgets (7.x: Colab does not support ipywidgets 8): pip adds only what is missing.
+    keep = {{}}
+    for name in ("torch", "ipywidgets"):
+        try:
+            keep[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as pins:
+        pins.write("".join(f"{{name}}=={{v}}\\n" for name, v in keep.items()))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "-c", pins.name, f"pe-lessons @ {{source}}"],
+        check=True,
+    )
+    importlib.invalidate_caches()
+    assert all(metadata.version(name) == v for name, v in keep.items()), "pip replaced Colab's torch or ipywidgets"
+    dist = metadata.distribution("pe-lessons")
+    commit = json.loads(dist.read_text("direct_url.json") or "{{}}").get("vcs_info", {{}}).get("commit_id", "?")
+    kept = ", ".join(f"{{name}} {{v}}" for name, v in keep.items()) or "nothing"
+    print(f"installed pe-lessons {{dist.version}} from {{source}} (commit {{commit[:12]}}); kept Colab's {{kept}}")'''
 
 
 def setup_source() -> str:
-    return (
-        "# Colab only: install this course's helper package (elsewhere this cell does nothing).\n"
-        "import sys\n"
-        "\n"
-        'if "google.colab" in sys.modules:\n'
-        "    import subprocess\n"
-        "\n"
-        "    subprocess.run(\n"
-        f'        [sys.executable, "-m", "pip", "install", "--quiet", "{pip_spec()}"],\n'
-        "        check=True,\n"
-        "    )"
-    )
+    return SETUP_TEMPLATE.format(source=install_source())
 
 
 def _source(cell) -> str:
@@ -72,20 +153,25 @@ def _source(cell) -> str:
     return "".join(src) if isinstance(src, list) else src
 
 
-def sync_notebook(nb: dict, notebook_name: str) -> bool:
+def _tags(cell) -> list[str]:
+    return cell.get("metadata", {}).get("tags", [])
+
+
+def sync_notebook(nb: dict, notebook: str) -> bool:
     """Make the badge (first line of the first cell) and the setup cell (second cell) current.
 
+    ``notebook`` is the path inside ``notebooks/`` (``01_x.ipynb`` or ``solutions/01_x_solutions.ipynb``).
     Returns whether anything changed. Raises ``ValueError`` for a notebook whose first two
     cells are not a markdown header and a code cell tagged ``setup``.
     """
     cells = nb["cells"]
     if len(cells) < 2 or cells[0]["cell_type"] != "markdown" or cells[1]["cell_type"] != "code":
-        raise ValueError(f"{notebook_name}: expected a markdown header cell, then the setup code cell")
-    if SETUP_TAG not in cells[1].get("metadata", {}).get("tags", []):
-        raise ValueError(f"{notebook_name}: the second cell must be the setup cell, tagged '{SETUP_TAG}'")
+        raise ValueError(f"{notebook}: expected a markdown header cell, then the setup code cell")
+    if SETUP_TAG not in _tags(cells[1]):
+        raise ValueError(f"{notebook}: the second cell must be the setup cell, tagged '{SETUP_TAG}'")
     changed = False
     header = _source(cells[0]).split("\n")
-    badge = badge_line(notebook_name)
+    badge = badge_line(notebook)
     if header[0].startswith("[![Open In Colab]"):
         if header[0] != badge:
             header[0], changed = badge, True
@@ -100,11 +186,81 @@ def sync_notebook(nb: dict, notebook_name: str) -> bool:
     return changed
 
 
-def strip_solutions(nb: dict) -> dict:
-    """A student copy: the same notebook without the cells tagged ``solution``."""
-    copy = json.loads(json.dumps(nb))
-    copy["cells"] = [c for c in copy["cells"] if SOLUTION_TAG not in c.get("metadata", {}).get("tags", [])]
-    return copy
+# --- execution ---------------------------------------------------------------------------------
+
+
+def prepare_for_execution(nb) -> None:
+    """Metadata only tools care about goes; the kernelspec stays explicit (Lab and Colab do not ask)."""
+    import nbformat
+    from nbconvert.preprocessors import ClearMetadataPreprocessor
+
+    ClearMetadataPreprocessor(  # drops e.g. execution timestamps and authoring tools' keys
+        preserve_cell_metadata_mask={"tags", "jupyter", "collapsed", "editable", "deletable"},
+        preserve_nb_metadata_mask={"language_info", "kernelspec"},
+    ).preprocess(nb, {})
+    nb.metadata = nbformat.from_dict(nb.metadata)  # the preprocessor leaves plain dicts
+    for cell in nb.cells:
+        cell.metadata = nbformat.from_dict(cell.metadata)
+    nb.metadata["kernelspec"] = nbformat.from_dict(KERNELSPEC)
+
+
+def execute(path: Path, timeout: int) -> float:
+    """Execute ``path`` in place in a fresh kernel (cwd: its folder); returns the seconds it took.
+
+    Each print is stored as one stream output (nbconvert's CoalesceStreamsPreprocessor), since
+    a kernel may deliver it in pieces and nbval compares the stored output with a fresh run.
+    """
+    import time
+
+    import nbformat
+    from nbclient import NotebookClient
+    from nbconvert.preprocessors import CoalesceStreamsPreprocessor
+
+    nb = nbformat.read(path, as_version=4)
+    prepare_for_execution(nb)
+    start = time.perf_counter()
+    NotebookClient(nb, timeout=timeout, kernel_name=KERNELSPEC["name"], record_timing=False,
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    seconds = time.perf_counter() - start
+    CoalesceStreamsPreprocessor().preprocess(nb, {})
+    nbformat.write(nb, path)
+    return seconds
+
+
+# --- student copies ----------------------------------------------------------------------------
+
+
+def student_copy(nb):
+    """The notebook without the cells tagged ``solutions-link`` or ``solution`` (nbconvert's TagRemovePreprocessor)."""
+    import copy
+
+    from nbconvert.preprocessors import TagRemovePreprocessor
+
+    nb = copy.deepcopy(nb)
+    TagRemovePreprocessor(remove_cell_tags=set(STUDENT_DROP_TAGS), enabled=True).preprocess(nb, {})
+    return nb
+
+
+def student_readme() -> str:
+    """The README written next to the student copies: how to get ``pe_lessons`` without the repository."""
+    return f"""# pe-lessons: the notebooks
+
+Open a notebook in Jupyter. The notebooks import the course's helper package `pe_lessons`:
+
+- **On Colab** the first code cell of each notebook installs it.
+- **Anywhere else**, install it once into the Python environment your Jupyter uses:
+
+      pip install "pe-lessons @ {install_source()}" jupyterlab
+
+  (or `pip install -r requirements.txt` in this folder), then start `jupyter lab` here.
+"""
+
+
+def student_requirements() -> str:
+    return f"pe-lessons @ {install_source()}\njupyterlab>=4.2\nipykernel>=6.29\n"
+
+
+# --- HTML site ---------------------------------------------------------------------------------
 
 
 def notebook_title(nb: dict) -> str:
@@ -114,22 +270,168 @@ def notebook_title(nb: dict) -> str:
     return "untitled"
 
 
-def index_html(entries: list[tuple[str, str]]) -> str:
-    """The site's index page: the notebooks in order, linked."""
+def _png_from_vegalite(spec: dict) -> str | None:
+    try:
+        from pe_lessons.plots import static_png
+    except ImportError:  # pragma: no cover - the site is built in the course environment
+        return None
+    return static_png(spec)
+
+
+def widgets_to_static(nb) -> None:
+    """Widgets cannot run in a static page: show each widget output's static image instead.
+
+    An output that holds a widget view keeps its other representations (the explorer stores its
+    chart as ``image/png``); a view without any image gets one drawn from the Vega-Lite chart the
+    widget's Output stored in the notebook's widget state, if there is one. The widget state goes,
+    so the page loads no widget JavaScript.
+    """
+    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if WIDGET_VIEW not in data:
+                continue
+            view = data.pop(WIDGET_VIEW)
+            if not any(k.startswith("image/") for k in data):
+                for spec in _widget_vegalite(state, view.get("model_id")):
+                    png = _png_from_vegalite(spec)
+                    if png:
+                        data["image/png"] = png
+                        break
+    nb.metadata.pop("widgets", None)
+
+
+def _widget_vegalite(state: dict, model_id: str | None, depth: int = 0):
+    """Vega-Lite specs found in the stored Output widgets under ``model_id`` (children first to last)."""
+    model = state.get(model_id or "", {}).get("state", {})
+    for out in model.get("outputs", []) or []:
+        spec = out.get("data", {}).get("application/vnd.vegalite.v5+json")
+        if spec:
+            yield spec
+    if depth < 8:
+        for child in model.get("children", []) or []:
+            yield from _widget_vegalite(state, str(child).removeprefix("IPY_MODEL_"), depth + 1)
+
+
+_LOCAL_IPYNB = re.compile(r'href="(?![a-z][a-z0-9+.-]*:|/|#)([^"#?]+)\.ipynb([#?][^"]*)?"', re.I)
+
+
+def _link_pages(body: str) -> str:
+    """Relative links to notebooks point to their pages."""
+    return _LOCAL_IPYNB.sub(lambda m: f'href="{m.group(1)}.html{m.group(2) or ""}"', body)
+
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"  # pe_site: the lab template, navigation, no CDN
+
+
+def nav_html(prefix: str, prev: tuple[str, str] | None, nxt: tuple[str, str] | None, where: str,
+             colab: str | None = None) -> str:
+    parts = [f'<a class="pe-index" href="{prefix}index.html">Index</a>']
+    if prev:
+        parts.append(f'<a class="pe-prev" rel="prev" href="{html.escape(prev[0])}">← {html.escape(prev[1])}</a>')
+    if nxt:
+        parts.append(f'<a class="pe-next" rel="next" href="{html.escape(nxt[0])}">{html.escape(nxt[1])} →</a>')
+    if colab:
+        parts.append(f'<a class="pe-colab" href="{html.escape(colab)}">Open in Colab</a>')
+    return f'<nav class="pe-nav {where}">' + "\n".join(parts) + "</nav>"
+
+
+def _drop_badge(nb) -> str | None:
+    """Remove the Colab badge line from the header cell (an image from another host); returns its link."""
+    first = nb.cells[0]
+    lines = _source(first).split("\n")
+    match = re.match(r"\[!\[Open In Colab\]\([^)]*\)\]\(([^)]+)\)\s*$", lines[0]) if lines else None
+    if not match:
+        return None
+    first.source = "\n".join(lines[1:]).lstrip("\n")
+    return match.group(1)
+
+
+def index_html(entries: list[tuple[str, str]], solutions: list[tuple[str, str]] | None = None) -> str:
+    """The site's index page: the notebooks in order, linked (and their solutions, for instructors)."""
     items = "\n".join(f'    <li><a href="{html.escape(href)}">{html.escape(title)}</a></li>' for href, title in entries)
+    extra = ""
+    if solutions:
+        sols = "\n".join(f'    <li><a href="{html.escape(h)}">{html.escape(t)}</a></li>' for h, t in solutions)
+        extra = f"  <h2>Solutions (instructor build)</h2>\n  <ol>\n{sols}\n  </ol>\n"
     return f"""<!DOCTYPE html>
 <html lang="en">
-<head><meta charset="utf-8"><title>pe-lessons: positional encoding in Transformers</title>
+<head><meta charset="utf-8"><title>{html.escape(SITE_TITLE)}</title>
 <style>body {{ font-family: sans-serif; max-width: 48rem; margin: 2rem auto; line-height: 1.5; }}</style>
 </head>
 <body>
-  <h1>pe-lessons: positional encoding in Transformers</h1>
+  <h1>{html.escape(SITE_TITLE)}</h1>
   <p>An open course in Jupyter notebooks, from the sin/cos formula to rotary embeddings and
   fast GPU code. Read the notebooks in order:</p>
   <ol>
 {items}
   </ol>
-  <p>Source, setup and tests: <a href="{html.escape(repo_url())}">{html.escape(repo_url())}</a></p>
+{extra}  <p>Source, setup and tests: <a href="{html.escape(repo_url())}">{html.escape(repo_url())}</a></p>
 </body>
 </html>
 """
+
+
+def build_site(out: Path, course: list[Path], instructor: bool = False, log=print) -> list[Path]:
+    """Export ``course`` notebooks (and, for instructors, their solutions) to a static site in ``out``.
+
+    Student site: no ``solutions-link``/``solution`` cells, no solutions pages. Every page is titled
+    with its notebook's title and links to the index and the previous and next page; math renders
+    with the MathJax copy served with the site; widgets show their static chart.
+    """
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    out.mkdir(parents=True, exist_ok=True)
+    _copy_mathjax(out / "mathjax")
+    pages: list[tuple[Path, str, object]] = []  # (target, title, notebook)
+    for path in course:
+        nb = nbformat.read(path, as_version=4)
+        pages.append((out / f"{path.stem}.html", notebook_title(nb), nb if instructor else student_copy(nb)))
+    sols: list[tuple[Path, str, object]] = []
+    if instructor:
+        for path in course:
+            sol = solutions_for(path)
+            if sol.exists():
+                nb = nbformat.read(sol, as_version=4)
+                sols.append((out / "solutions" / f"{sol.stem}.html", notebook_title(nb), nb))
+    written = []
+    for group, prefix in ((pages, ""), (sols, "../")):
+        exporter = HTMLExporter(template_name="pe_site", extra_template_basedirs=[str(TEMPLATES)],
+                                mathjax_url=prefix + MATHJAX_URL)
+        for i, (target, title, nb) in enumerate(group):
+            widgets_to_static(nb)
+            colab = _drop_badge(nb)
+            prev = (group[i - 1][0].name, group[i - 1][1]) if i > 0 else None
+            nxt = (group[i + 1][0].name, group[i + 1][1]) if i + 1 < len(group) else None
+            resources = {"metadata": {"name": title},
+                         "pe_nav_top": nav_html(prefix, prev, nxt, "top", colab),
+                         "pe_nav_bottom": nav_html(prefix, prev, nxt, "bottom")}
+            body, _ = exporter.from_notebook_node(nb, resources=resources)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(_link_pages(body), encoding="utf-8")
+            written.append(target)
+            log(f"wrote {target}")
+    index = out / "index.html"
+    index.write_text(index_html([(t.name, title) for t, title, _ in pages],
+                                [(f"solutions/{t.name}", title) for t, title, _ in sols] or None), encoding="utf-8")
+    log(f"wrote {index}")
+    return [index, *written]
+
+
+def _copy_mathjax(target: Path) -> None:
+    import jupyter_server_mathjax
+
+    source = Path(jupyter_server_mathjax.__file__).parent / "static"
+    if not (target / "MathJax.js").exists():
+        shutil.copytree(source, target, dirs_exist_ok=True)
+
+
+def decode_png(b64: str):
+    """Width and height of a base64 PNG (for tests and checks)."""
+    raw = base64.b64decode(b64)
+    if raw[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError("not a PNG")
+    stream = io.BytesIO(raw[16:24])
+    return int.from_bytes(stream.read(4), "big"), int.from_bytes(stream.read(4), "big")

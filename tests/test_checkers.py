@@ -17,9 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from pe_lessons import LearnedPositionalEmbedding, exercises, pe_formula, sinusoidal_table
+from pe_lessons import LearnedPositionalEmbedding, exercises, sinusoidal_table
 from pe_lessons.exercises import _feedback
-from pe_lessons.variants import VARIANTS
 
 CHECKERS = sorted(name for name in exercises.__all__ if name.startswith("check_"))
 
@@ -29,17 +28,14 @@ _k = torch.tensor([1.1, 0.2, -0.8, 0.5, -1.3, 0.6, 0.4, -0.2], dtype=torch.float
 #: Exercise settings (required arguments other than the answer) that make each checker's
 #: exercise well posed, and which parameters hold the student's answer (default: the first).
 SETTINGS: dict[str, dict] = {
-    "check_pe_row": {},
     "check_wavelength": {"kwargs": {"column": 10, "d_model": 64}},
     "check_first_slow_column": {"kwargs": {"length": 1000, "d_model": 64}},
     "check_table_function": {},
-    "check_angle_spacing": {},
     "check_bug_test": {"kwargs": {"bug": "sin_only"}},
     "check_mystery": {},
     "check_dropout_fix": {},
     "check_predicted_wavelength": {"kwargs": {"column": 64, "d_model": 128, "base": 500000}},
     "check_first_honest_column": {"kwargs": {"n_positions": 45000, "pixels": 300, "d_model": 64}},
-    "check_buggy_heatmap": {"kwargs": {"table_a": VARIANTS["sin_only"](100, 16), "table_b": sinusoidal_table(100, 16)}},
     "check_pair_block": {},
     "check_shift": {},
     "check_return_offset": {},
@@ -336,17 +332,14 @@ def _block():
 
 
 CORRECT = {
-    "check_pe_row": pe_formula,
     "check_wavelength": 2 * math.pi * 10000 ** (10 / 64),
     "check_first_slow_column": np.int64(36),
     "check_table_function": _my_table,
-    "check_angle_spacing": np.float32(2.0**-8),
     "check_bug_test": _numpy_test,
     "check_mystery": "shifted_cos_exponent",
     "check_dropout_fix": _add_positions,
     "check_predicted_wavelength": torch.tensor(2 * math.pi * 500000 ** (64 / 128)),
     "check_first_honest_column": torch.tensor(28),
-    "check_buggy_heatmap": "A",
     "check_pair_block": np.array(_block()),
     "check_shift": _shift,
     "check_return_offset": torch.tensor(44),
@@ -429,7 +422,6 @@ def test_learned_module_without_gradient_gets_the_no_gradient_message(cls):
     "check, kwargs",
     [
         (exercises.check_wavelength, dict(column=10, d_model=64)),
-        (exercises.check_angle_spacing, {}),
         (exercises.check_return_offset, {}),
         (exercises.check_predicted_wavelength, dict(column=64, d_model=128)),
         (exercises.check_bytes_moved, {}),
@@ -479,18 +471,18 @@ def test_numpy_integers_are_column_indices():
 
 
 def test_a_stub_is_not_answered_yet_but_a_library_not_implemented_error_is_an_error():
-    def my_pe(pos, d_model):
+    def my_table(max_len, d_model):
         raise NotImplementedError
 
-    feedback = exercises.check_pe_row(my_pe)
-    assert not feedback.ok and "Not answered yet: my_pe still raises NotImplementedError" in feedback.message
+    feedback = exercises.check_table_function(my_table)
+    assert not feedback.ok and "Not answered yet: my_table still raises NotImplementedError" in feedback.message
     assert "placeholder" not in feedback.message
-    assert exercises.check_pe_row(None).message == _feedback.NOT_DONE  # `None` / `...` keep their message
+    assert exercises.check_table_function(None).message == _feedback.NOT_DONE  # `None` / `...` keep their message
 
-    def meta_row(pos, d_model):  # torch's own NotImplementedError: a real error of the student's code
-        return torch.zeros(d_model, device="meta").tolist()
+    def meta_table(max_len, d_model):  # torch's own NotImplementedError: a real error of the student's code
+        return torch.tensor(torch.zeros(max_len, d_model, device="meta").tolist())
 
-    feedback = exercises.check_pe_row(meta_row)
+    feedback = exercises.check_table_function(meta_table)
     assert not feedback.ok and "raised NotImplementedError" in feedback.message and "meta" in feedback.message
 
     class Stub(nn.Module):

@@ -2,12 +2,9 @@
 
 import math
 
-import pytest
-import torch
 
 from pe_lessons.exercises._feedback import NOT_DONE
-from pe_lessons.exercises.nb04 import check_buggy_heatmap, check_first_honest_column, check_predicted_wavelength
-from pe_lessons.sinusoidal import inverse_frequencies, sinusoidal_table
+from pe_lessons.exercises.nb04 import check_first_honest_column, check_predicted_wavelength
 
 
 def test_predicted_wavelength():
@@ -28,15 +25,3 @@ def test_first_honest_column():
     assert "earlier" in check_first_honest_column(40, 45000, 300, 64).message
     assert not check_first_honest_column(2.0, 45000, 300, 64).ok
     assert check_first_honest_column(None, 45000, 300, 64).message == NOT_DONE
-
-
-def test_buggy_heatmap():
-    good = sinusoidal_table(24, 16)
-    angles = torch.arange(24, dtype=torch.float64)[:, None] * inverse_frequencies(16).repeat_interleave(2)
-    bad = torch.sin(angles).float()
-    assert check_buggy_heatmap("A", bad, good).ok and check_buggy_heatmap(" b ", good, bad).ok
-    assert "matches the paper" in check_buggy_heatmap("B", bad, good).message
-    assert not check_buggy_heatmap("C", bad, good).ok
-    assert check_buggy_heatmap(None, bad, good).message == NOT_DONE
-    with pytest.raises(ValueError):
-        check_buggy_heatmap("A", good, good)

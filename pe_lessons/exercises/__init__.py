@@ -3,7 +3,7 @@
 One module per notebook (``nb01``, ``nb02``, …); everything is re-exported here.
 """
 
-from . import nb01, nb02, nb03, nb04, nb05, nb06, nb07, nb08
+from . import nb01, nb02, nb03, nb04, nb05, nb06, nb07, nb08, nb09
 from ._feedback import Feedback
 from .nb01 import *  # noqa: F401,F403
 from .nb02 import *  # noqa: F401,F403
@@ -13,6 +13,17 @@ from .nb05 import *  # noqa: F401,F403
 from .nb06 import *  # noqa: F401,F403
 from .nb07 import *  # noqa: F401,F403
 from .nb08 import *  # noqa: F401,F403
-from .nb09 import *  # noqa: F401,F403 (integrator: add *nb09.__all__ to __all__)
+from .nb09 import *  # noqa: F401,F403
 
-__all__ = ["Feedback", *nb01.__all__, *nb02.__all__, *nb03.__all__, *nb04.__all__, *nb05.__all__, *nb06.__all__, *nb07.__all__, *nb08.__all__]
+__all__ = [
+    "Feedback",
+    *nb01.__all__,
+    *nb02.__all__,
+    *nb03.__all__,
+    *nb04.__all__,
+    *nb05.__all__,
+    *nb06.__all__,
+    *nb07.__all__,
+    *nb08.__all__,
+    *nb09.__all__,
+]

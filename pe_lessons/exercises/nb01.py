@@ -5,58 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from ..sinusoidal import pe_formula
 from ._feedback import Feedback, _short, as_integer, as_number, attempt, checker, failed, is_placeholder, not_done, passed
 
-__all__ = ["check_pe_row", "check_wavelength", "check_first_slow_column", "check_offset_dot"]
+__all__ = ["check_wavelength", "check_first_slow_column", "check_offset_dot"]
 
 
 def _close(a: float, b: float, tol: float = 1e-6) -> bool:
     return abs(a - b) <= tol * max(1.0, abs(b))
-
-
-@checker
-def check_pe_row(my_pe: Callable[[int, int], list[float]] | None, pos: int = 5, d_model: int = 8) -> Feedback:
-    """Check a student's ``my_pe(pos, d_model) -> list[float]`` against the paper's formula."""
-    if is_placeholder(my_pe):
-        return not_done()
-    label = f"my_pe({pos}, {d_model})"
-    out, problem = attempt(label, my_pe, pos, d_model)
-    if problem is not None:
-        return problem
-    try:
-        if isinstance(out, (str, bytes, dict)):
-            raise TypeError
-        items = list(out)
-    except Exception:
-        return failed(f"{label} must return a list of {d_model} numbers, got {type(out).__name__}.")
-    row = []
-    for j, v in enumerate(items):
-        value, problem = as_number(v, "a number")
-        if problem is not None:
-            return failed(f"{label}[{j}] is not a number: {problem.message}")
-        row.append(value)
-    want = pe_formula(pos, d_model)
-    if len(row) != d_model:
-        return failed(f"my_pe({pos}, {d_model}) returned {len(row)} numbers; a row has d_model = {d_model} (one sin and one cos per pair).")
-    wrong = [j for j, (a, b) in enumerate(zip(row, want)) if not _close(a, b)]
-    if not wrong:
-        return passed(f"my_pe({pos}, {d_model}) matches the paper's formula in all {d_model} columns.")
-    even_equals_odd = all(_close(row[2 * i], row[2 * i + 1]) for i in range(d_model // 2))
-    if even_equals_odd:
-        return failed("Your odd columns equal your even ones: sin where cos belongs? Column 2i+1 is cos(pos·ω_i).")
-    if all(_close(row[2 * i], want[2 * i + 1]) and _close(row[2 * i + 1], want[2 * i]) for i in range(d_model // 2)):
-        return failed("sin and cos are swapped: the paper puts sin in the even columns (2i) and cos in the odd ones (2i+1).")
-    doubled = [(math.sin, math.cos)[j % 2](pos / 10000 ** (4 * (j // 2) / d_model)) for j in range(d_model)]
-    if all(_close(a, b) for a, b in zip(row, doubled)):
-        return failed("The exponent is doubled: pair i uses 2i/d_model, where i counts pairs (0, 1, 2, …), not columns (0, 2, 4, …).")
-    per_column = [math.sin(pos / 10000 ** (2 * j / d_model)) if j % 2 == 0 else math.cos(pos / 10000 ** (2 * j / d_model)) for j in range(d_model)]
-    if all(_close(a, b) for a, b in zip(row, per_column)):
-        return failed("Each column uses its own exponent 2j/d_model: the cos column of a pair must share the sin column's frequency (use i = j // 2).")
-    if _close(row[0], math.sin(math.radians(pos))):
-        return failed("Angles look like degrees: math.sin works in radians — no conversion is needed.")
-    first = wrong[0]
-    return failed(f"Column {first} is {row[first]:.6f}, expected {want[first]:.6f} ({len(wrong)} of {d_model} columns differ).")
 
 
 @checker

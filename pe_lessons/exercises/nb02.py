@@ -8,9 +8,9 @@ from collections.abc import Callable
 import torch
 
 from ..sinusoidal import inverse_frequencies, sinusoidal_table
-from ._feedback import Feedback, as_number, attempt, checker, failed, is_placeholder, not_done, passed
+from ._feedback import Feedback, attempt, checker, failed, is_placeholder, not_done, passed
 
-__all__ = ["check_table_function", "check_angle_spacing", "check_precision_fix"]
+__all__ = ["check_table_function", "check_precision_fix"]
 
 
 @checker
@@ -55,27 +55,6 @@ def check_table_function(my_table: Callable[[int, int], torch.Tensor] | None, ma
         return failed(f"Right near 0, but off by {far:.1g} at position {worst}: the angles pos·ω were rounded to float32. "
                       "Form them in float64 (then cast the table) and the error drops below 5e-7.")
     return passed(f"Correct: within 5e-7 of the exact values at every position up to {max_len - 1}.")
-
-
-@checker
-def check_angle_spacing(answer: float | None, angle: float = 50000.0) -> Feedback:
-    """Check the spacing between neighbouring float32 numbers near ``angle`` (one ulp)."""
-    if is_placeholder(answer):
-        return not_done()
-    answer, problem = as_number(answer, "a spacing (a positive number)")
-    if problem is not None:
-        return problem
-    exponent = math.floor(math.log2(angle))
-    want = 2.0 ** (exponent - 23)
-    if math.isclose(answer, want, rel_tol=1e-6):
-        return passed(f"float32 numbers near {angle:g} are {want:g} apart, so an angle is rounded by up to {want / 2:g} rad.")
-    if math.isclose(answer, want / 2, rel_tol=1e-6):
-        return failed("That is the largest rounding error (half the spacing); the spacing itself is twice that.")
-    if math.isclose(answer, 2.0 ** (exponent - 52), rel_tol=1e-6):
-        return failed("That is float64's spacing (52 fraction bits); float32 has 23.")
-    if math.isclose(answer, 2.0 ** -23, rel_tol=1e-6) or math.isclose(answer, 2.0 ** -24, rel_tol=1e-6):
-        return failed(f"That is the spacing near 1. Near {angle:g} it is 2^(e-23) with e = floor(log2({angle:g})) = {exponent}.")
-    return failed("Not quite: the spacing near x is 2^(floor(log2 x) - 23) for float32.")
 
 
 # --------------------------------------------------------------------------- new exercise: debug a half-done fix

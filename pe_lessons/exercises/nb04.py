@@ -5,13 +5,10 @@ from __future__ import annotations
 import math
 import numbers
 
-import torch
 
-from ..sinusoidal import sinusoidal_table, wavelengths
+from ..sinusoidal import wavelengths
 from ._feedback import (
     Feedback,
-    SetupError,
-    _kind,
     _short,
     as_integer,
     as_number,
@@ -26,7 +23,6 @@ from .nb01 import check_wavelength
 __all__ = [
     "check_predicted_wavelength",
     "check_first_honest_column",
-    "check_buggy_heatmap",
     "alias_period",
     "check_alias_period",
 ]
@@ -90,35 +86,6 @@ def check_first_honest_column(answer: int | None, n_positions: int, pixels: int,
         return failed(f"Column {answer} has period {lam[answer]:,.1f} positions, not more than two pixels "
                       f"({2 * per_pixel:g} positions): it aliases.")
     return failed(f"Column {answer} is drawn honestly (period {lam[answer]:,.0f}), but an earlier column already is.")
-
-
-def _is_paper_table(table: torch.Tensor, base: float) -> bool:
-    n, d = table.shape
-    if d % 2 or d == 0:
-        return False
-    exact = sinusoidal_table(n, d, base=base, dtype=torch.float64)
-    return bool(torch.allclose(table.detach().cpu().double(), exact, atol=1e-3, rtol=0))
-
-
-@checker
-def check_buggy_heatmap(answer: str | None, table_a: torch.Tensor, table_b: torch.Tensor, base: float = 10000.0) -> Feedback:
-    """Check which of two pictured tables (``"A"`` or ``"B"``) is the buggy one."""
-    if is_placeholder(answer):
-        return not_done()
-    good = {name: _is_paper_table(t, base) for name, t in (("A", table_a), ("B", table_b))}
-    if sum(good.values()) != 1:
-        raise SetupError("check_buggy_heatmap needs exactly one correct table among table_a and table_b")
-    buggy = "A" if good["B"] else "B"
-    table = table_a if buggy == "A" else table_b
-    if not isinstance(answer, str) or answer.strip().upper() not in ("A", "B"):
-        return failed(f"Answer with the letter of the buggy heatmap, \"A\" or \"B\", got {_kind(answer)}.")
-    if answer.strip().upper() == buggy:
-        clue = ""
-        if torch.all(table[0].abs() < 1e-6):
-            clue = " Its top row (pos = 0) is all 0: a correct table starts [0, 1, 0, 1, …], cos(0) = 1 in every odd column."
-        return passed(f"Heatmap {buggy} is the buggy one.{clue}")
-    return failed(f"Heatmap {answer.strip().upper()} matches the paper's formula. Look at the top row (pos = 0): a correct "
-                  "table has 0 in the sin columns and 1 in the cos columns, and the two columns of each pair differ.")
 
 
 # --------------------------------------------------------------------------- new exercise: predict the alias

@@ -9,6 +9,8 @@ One module per idea; the notebooks import from here and the tests check it.
 - ``rotary``: rotary position embeddings (RoPE), both layouts
 - ``relative``: relative position biases added to attention scores (ALiBi, T5 buckets)
 - ``plots`` / ``widgets``: Altair charts and ipywidgets explorers (imported on demand)
+- ``baselines``: the naive and library versions the course measures and checks against
+- ``bench`` (with ``timing`` and ``optrace``): honest benchmarks, ``python -m pe_lessons.bench``
 - ``exercises``: one checker per exercise
 """
 

@@ -32,18 +32,27 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import statistics
 import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 
 import torch
-from torch.utils.benchmark import Timer
 
-from ._checks import check_base, check_d_model, check_device, check_fits, check_float_tensor, check_int
+from ._checks import check_d_model, check_fits, check_int
+from .baselines import (
+    float64_angles_table,
+    hf_cos_sin,
+    hf_rope,
+    loop_table,
+    rope_reference,
+    rotate_half,
+    textbook_table,
+)
+from .optrace import trace_ops
 from .rotary import apply_rope
-from .sinusoidal import inverse_frequencies, pe_formula, sinusoidal_table
+from .sinusoidal import sinusoidal_table
+from .timing import _device, _threads, measure, try_compile
 
 __all__ = [
     "COLUMNS",
@@ -93,7 +102,7 @@ ROPE_SHAPES_CUDA = ((1, 8, 128, 64), (8, 32, 4096, 128))
 #: The Python loop is timed only up to this many table cells; larger sizes are extrapolated.
 LOOP_MAX_CELLS = 256 * 64
 
-#: The issue's CPU targets, checked by :func:`check_targets`:
+#: Performance targets on a CPU, checked by :func:`check_targets`:
 #: (suite, variant, measure, limit, description).
 TARGETS = (
     ("sinusoidal", "pe_lessons sinusoidal_table", "ratio", 2.0, "sinusoidal_table ≤ 2× torch.sin"),
@@ -128,282 +137,8 @@ def default_sizes(device: torch.device | str = "cpu", *, quick: bool = False) ->
     return SIN_SIZES_CUDA, ROPE_SHAPES_CUDA
 
 
-# ---------------------------------------------------------------------------------------------
-# The implementations being compared
-# ---------------------------------------------------------------------------------------------
-
-
-def loop_table(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """The paper's formula one number at a time (:func:`pe_formula` per row), as a float32 tensor.
-
-    ``max_len·d_model`` calls of ``math.sin``/``math.cos``, each through the Python
-    interpreter: correct (float64 angles) and slow.
-    """
-    max_len = check_int("max_len", max_len, minimum=0)
-    d_model = check_d_model(d_model)
-    check_fits("max_len × d_model", (max_len, d_model), 32, what="the table as Python lists of floats")
-    return torch.tensor([pe_formula(pos, d_model, base) for pos in range(max_len)], dtype=torch.float32).reshape(max_len, d_model)
-
-
-def textbook_table(max_len: int, d_model: int, base: float = 10000.0, *, device: torch.device | str | None = None) -> torch.Tensor:
-    r"""The common tutorial code: float32 angles ``pos·ω_i``, then ``sin``/``cos`` into strided columns.
-
-    Fast, but a float32 angle near ``pos = 65536`` is only known to ``≈ pos·6e-8``
-    radians, so entries there are off by up to ~4e-3.
-    """
-    max_len = check_int("max_len", max_len, minimum=0)
-    d_model = check_d_model(d_model)
-    base = check_base(base)
-    device = check_device(device)
-    check_fits("max_len × d_model", (max_len, d_model), torch.float32, what="the table")
-    position = torch.arange(max_len, dtype=torch.float32, device=device)[:, None]
-    div_term = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32, device=device) * (-math.log(base) / d_model))
-    pe = torch.zeros(max_len, d_model, device=device)
-    pe[:, 0::2] = torch.sin(position * div_term)
-    pe[:, 1::2] = torch.cos(position * div_term)
-    return pe
-
-
-def float64_angles_table(max_len: int, d_model: int, base: float = 10000.0, *, device: torch.device | str | None = None) -> torch.Tensor:
-    """Angles, sin and cos in float64, rounded once to float32: accurate, but float64 math is slow."""
-    max_len = check_int("max_len", max_len, minimum=0)
-    d_model = check_d_model(d_model)
-    base = check_base(base)
-    device = check_device(device)
-    check_fits("max_len × d_model", (max_len, d_model), torch.float64, what="the float64 table")
-    angles = torch.arange(max_len, dtype=torch.float64, device=device)[:, None] * inverse_frequencies(d_model, base).to(device)
-    return torch.stack((torch.sin(angles), torch.cos(angles)), dim=-1).flatten(-2).to(torch.float32)
-
-
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    """Hugging Face's helper: ``[x1, x2] → [-x2, x1]`` over the two halves of the last dimension."""
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((-x2, x1), dim=-1)
-
-
-def hf_cos_sin(seq_len: int, head_dim: int, base: float = 10000.0, *, device: torch.device | str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Hugging Face's precomputed ``cos``/``sin`` of shape ``[seq_len, head_dim]`` (half layout, float32).
-
-    ``θ_i = base^(-2i/head_dim)``; the angles ``pos·θ_i`` are repeated for both halves.
-    """
-    seq_len = check_int("seq_len", seq_len, minimum=1)
-    head_dim = check_d_model(head_dim, "head_dim")
-    base = check_base(base)
-    device = check_device(device)
-    check_fits("seq_len × head_dim", (seq_len, head_dim), torch.float32, what="cos (and sin)")
-    inv_freq = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float32, device=device) / head_dim)
-    freqs = torch.arange(seq_len, dtype=torch.float32, device=device)[:, None] * inv_freq
-    emb = torch.cat((freqs, freqs), dim=-1)
-    return emb.cos(), emb.sin()
-
-
-def hf_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Hugging Face's eager formula ``x·cos + rotate_half(x)·sin`` (half layout).
-
-    Five kernels: ``x·cos``, ``-x2``, ``cat``, ``·sin``, ``+``; each reads and writes
-    whole tensors of ``x``'s size.
-    """
-    return x * cos + rotate_half(x) * sin
-
-
-def rope_reference(x: torch.Tensor, layout: str = "interleaved", base: float = 10000.0) -> torch.Tensor:
-    """Rotary embedding of ``x`` ``[..., seq, head_dim]`` at positions ``0 … seq-1``, in float64.
-
-    Pair ``i`` (features ``(2i, 2i+1)`` interleaved, ``(i, i+head_dim/2)`` half) turns by
-    ``pos·θ_i``, ``θ_i = base^(-2i/head_dim)``: ``(a, b) → (a cos − b sin, a sin + b cos)``.
-    """
-    x = check_float_tensor("x", x).double()
-    if layout not in ("interleaved", "half"):
-        raise ValueError(f'layout must be "interleaved" or "half", got {layout!r}')
-    seq, head_dim = x.shape[-2], check_d_model(x.shape[-1], "x.shape[-1] (head_dim)")
-    angles = torch.arange(seq, dtype=torch.float64, device=x.device)[:, None] * inverse_frequencies(head_dim, base).to(x.device)
-    cos, sin = angles.cos(), angles.sin()
-    if layout == "interleaved":
-        a, b = x[..., 0::2], x[..., 1::2]
-        return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
-    a, b = x[..., : head_dim // 2], x[..., head_dim // 2 :]
-    return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
-
-
-# ---------------------------------------------------------------------------------------------
-# Counting operations and bytes
-# ---------------------------------------------------------------------------------------------
-
-
-def _tensors(value: object) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in _tensors(v)]
-    return []
-
-
-_ALLOCATORS = {"empty", "empty_like", "empty_strided", "new_empty"}
-#: Python's augmented assignments (``x += y`` …): in place, unlike ``__invert__`` or ``__index__``.
-_INPLACE_DUNDERS = {f"__i{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
-                                             "matmul", "and", "or", "xor", "lshift", "rshift")}
-
-
-def _nbytes(tensors: Iterable[torch.Tensor]) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors)
-
-
-class _OpRecorder(torch.overrides.TorchFunctionMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: list[dict] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        name = getattr(func, "__name__", str(func))
-        inputs = _tensors(args) + _tensors({k: v for k, v in kwargs.items() if k != "out"})
-        if name == "__setitem__":  # t[index] = value: writes the indexed part of t
-            target = args[0][args[1]]
-            value = _tensors(args[2:])
-            self.ops.append({"op": "setitem", "kernel": True, "read_bytes": _nbytes(value),
-                             "write_bytes": target.numel() * target.element_size()})
-            return out
-        outputs = _tensors(out)
-        if not outputs:
-            return out
-        in_place = (name.endswith("_") and not name.endswith("__")) or name in _INPLACE_DUNDERS
-        if "out" in kwargs or in_place:
-            kernel = True
-        elif name in _ALLOCATORS:
-            kernel = False  # memory is reserved, nothing is read or written
-        else:  # a view shares its input's memory: no data moves
-            in_ptrs = {t.untyped_storage().data_ptr() for t in inputs}
-            kernel = not all(t.untyped_storage().data_ptr() in in_ptrs for t in outputs)
-        self.ops.append({
-            "op": name.strip("_") + ("_" if in_place and not name.startswith("__") else ""),
-            "kernel": kernel,
-            "read_bytes": _nbytes(inputs) if kernel else 0,
-            "write_bytes": _nbytes(outputs) if kernel else 0,
-        })
-        return out
-
-
-def trace_ops(fn: Callable[..., object], *args: object) -> list[dict]:
-    """The tensor operations ``fn(*args)`` calls, in order, with the bytes each one moves.
-
-    One dict per torch function call: ``op`` (its name; a trailing ``_`` marks an
-    in-place op), ``kernel`` (``False`` for views, which share their input's memory,
-    and for bare allocations such as ``empty``: no data moves), ``read_bytes`` (every
-    input tensor read once; a broadcast operand counts at its own size, an in-place
-    op reads the tensor it overwrites) and ``write_bytes`` (every output written
-    once; ``out=`` and in-place targets included). In eager mode each operation with
-    ``kernel=True`` is one kernel launch that reads its inputs from memory and writes
-    its output back. Only calls that go through torch's Python API are seen.
-    """
-    if not callable(fn):
-        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
-    with _OpRecorder() as recorder:
-        fn(*args)
-    return recorder.ops
-
-
-# ---------------------------------------------------------------------------------------------
-# Measuring
-# ---------------------------------------------------------------------------------------------
-
-
-def _device(device: torch.device | str) -> torch.device:
-    if device is None:
-        raise TypeError("device must be a torch.device or a string such as 'cpu' or 'cuda', got None")
-    device = check_device(device)
-    if device.type == "meta":
-        raise ValueError("device='meta' holds no data: nothing can be timed there; use 'cpu' or 'cuda'")
-    return device
-
-
-def _threads(threads: int | None) -> int:
-    return torch.get_num_threads() if threads is None else check_int("threads", threads, minimum=1)
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _timer(device: torch.device) -> Callable[[], float]:
-    """Wall clock that first waits for the GPU, so a timed block includes its kernels."""
-    if device.type != "cuda":
-        return time.perf_counter
-
-    def synced() -> float:
-        torch.cuda.synchronize(device)
-        return time.perf_counter()
-
-    return synced
-
-
-def measure(
-    fns: dict[str, Callable[[], object]],
-    *,
-    device: torch.device | str = "cpu",
-    threads: int | None = None,
-    min_run_time: float = 0.1,
-    rounds: int = 3,
-    warmup: int = 2,
-    stat: str = "median",
-) -> dict[str, float]:
-    """Median seconds per call of each zero-argument function in ``fns``.
-
-    Each function is called ``warmup`` times first (lazy allocation, caches, CUDA
-    context), then timed by ``torch.utils.benchmark.Timer(num_threads=threads)``
-    with ``blocked_autorange(min_run_time)`` in ``rounds`` interleaved rounds; the
-    result is the median of the per-round medians (``stat="median"``), or their minimum
-    (``stat="min"``: the least disturbed round — other work on a shared machine only ever
-    adds time, so the best round is the steadier basis for comparing two operations).
-    """
-    device = _device(device)
-    threads = _threads(threads)
-    rounds = check_int("rounds", rounds, minimum=1)
-    warmup = check_int("warmup", warmup, minimum=0)
-    if stat not in ("median", "min"):
-        raise ValueError(f'stat must be "median" or "min", got {stat!r}')
-    if isinstance(min_run_time, bool) or not isinstance(min_run_time, (int, float)):
-        raise TypeError(f"min_run_time must be a number of seconds, got {min_run_time!r}")
-    if not (math.isfinite(min_run_time) and min_run_time > 0):
-        raise ValueError(f"min_run_time must be a finite, positive number of seconds, got {min_run_time!r}")
-    if not isinstance(fns, dict) or not all(callable(fn) for fn in fns.values()):
-        raise TypeError("fns must be a dict {name: zero-argument function}")
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        for fn in fns.values():
-            for _ in range(warmup):
-                fn()
-            _sync(device)
-    finally:
-        torch.set_num_threads(previous)
-    per_round: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            timer = Timer("fn()", globals={"fn": fn}, num_threads=threads, timer=_timer(device), label=name)
-            per_round[name].append(timer.blocked_autorange(min_run_time=min_run_time).median)
-    reduce = statistics.median if stat == "median" else min
-    return {name: reduce(times) for name, times in per_round.items()}
-
-
-def try_compile(fn: Callable[..., torch.Tensor], *example_args: object) -> tuple[Callable[..., torch.Tensor] | None, str]:
-    """``torch.compile(fn)`` and one call on ``example_args``; ``(None, reason)`` if either fails.
-
-    The first call is where compilation happens (seconds to tens of seconds on a CPU,
-    where Inductor generates and builds C++), so it stays out of any timing.
-    """
-    if not hasattr(torch, "compile"):
-        return None, f"torch {torch.__version__} has no torch.compile"
-    try:
-        compiled = torch.compile(fn, dynamic=False)
-        compiled(*example_args)
-    except Exception as err:  # no C++ compiler, no Triton, unsupported platform, …
-        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        return None, f"torch.compile failed: {type(err).__name__}: {first[:120]}"
-    return compiled, ""
+# The baselines (:mod:`.baselines`), the operation tracer (:mod:`.optrace`) and the timer
+# (:mod:`.timing`) live in their own modules; they are re-exported here for the command line.
 
 
 def _row(suite: str, device: torch.device, threads: int, size: str, variant: str, **values: object) -> dict:

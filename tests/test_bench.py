@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from pe_lessons import bench
+from pe_lessons import bench, timing
 from pe_lessons.sinusoidal import sinusoidal_table
 
 FAST = dict(min_run_time=1e-3, rounds=1)
@@ -321,6 +321,6 @@ def test_measure_min_is_the_best_round_and_never_above_the_median(monkeypatch):
         def blocked_autorange(self, min_run_time):
             return type("M", (), {"median": next(per_call)})()
 
-    monkeypatch.setattr(bench, "Timer", FakeTimer)
+    monkeypatch.setattr(timing, "Timer", FakeTimer)
     assert bench.measure({"f": lambda: None}, rounds=3, stat="median") == {"f": 2e-3}
     assert bench.measure({"f": lambda: None}, rounds=3, stat="min") == {"f": 1e-3}

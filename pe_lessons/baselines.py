@@ -1,0 +1,124 @@
+r"""The baselines and references the course measures and checks against, in one place.
+
+Tests, the benchmark (:mod:`pe_lessons.bench`) and notebooks 02 and 08 share them:
+
+- sinusoidal tables: :func:`loop_table` (the formula one number at a time, as a beginner
+  writes it), :func:`textbook_table` (the common tutorial code, float32 angles) and
+  :func:`float64_angles_table` (accurate, slow);
+- rotary embedding as Hugging Face runs it eagerly: :func:`hf_cos_sin`, :func:`rotate_half`,
+  :func:`hf_rope`; and :func:`rope_reference`, the float64 reference every RoPE kernel
+  is compared with.
+
+The teaching versions stay in the notebooks, each asserted equal to one of these.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ._checks import check_base, check_d_model, check_device, check_fits, check_float_tensor, check_int
+from .sinusoidal import inverse_frequencies, pe_formula
+
+__all__ = [
+    "loop_table",
+    "textbook_table",
+    "float64_angles_table",
+    "rotate_half",
+    "hf_cos_sin",
+    "hf_rope",
+    "rope_reference",
+]
+
+
+def loop_table(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """The paper's formula one number at a time (:func:`pe_formula` per row), as a float32 tensor.
+
+    ``max_len·d_model`` calls of ``math.sin``/``math.cos``, each through the Python
+    interpreter: correct (float64 angles) and slow.
+    """
+    max_len = check_int("max_len", max_len, minimum=0)
+    d_model = check_d_model(d_model)
+    check_fits("max_len × d_model", (max_len, d_model), 32, what="the table as Python lists of floats")
+    return torch.tensor([pe_formula(pos, d_model, base) for pos in range(max_len)], dtype=torch.float32).reshape(max_len, d_model)
+
+
+def textbook_table(max_len: int, d_model: int, base: float = 10000.0, *, device: torch.device | str | None = None) -> torch.Tensor:
+    r"""The common tutorial code: float32 angles ``pos·ω_i``, then ``sin``/``cos`` into strided columns.
+
+    Fast, but a float32 angle near ``pos = 65536`` is only known to ``≈ pos·6e-8``
+    radians, so entries there are off by up to ~4e-3.
+    """
+    max_len = check_int("max_len", max_len, minimum=0)
+    d_model = check_d_model(d_model)
+    base = check_base(base)
+    device = check_device(device)
+    check_fits("max_len × d_model", (max_len, d_model), torch.float32, what="the table")
+    position = torch.arange(max_len, dtype=torch.float32, device=device)[:, None]
+    div_term = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32, device=device) * (-math.log(base) / d_model))
+    pe = torch.zeros(max_len, d_model, device=device)
+    pe[:, 0::2] = torch.sin(position * div_term)
+    pe[:, 1::2] = torch.cos(position * div_term)
+    return pe
+
+
+def float64_angles_table(max_len: int, d_model: int, base: float = 10000.0, *, device: torch.device | str | None = None) -> torch.Tensor:
+    """Angles, sin and cos in float64, rounded once to float32: accurate, but float64 math is slow."""
+    max_len = check_int("max_len", max_len, minimum=0)
+    d_model = check_d_model(d_model)
+    base = check_base(base)
+    device = check_device(device)
+    check_fits("max_len × d_model", (max_len, d_model), torch.float64, what="the float64 table")
+    angles = torch.arange(max_len, dtype=torch.float64, device=device)[:, None] * inverse_frequencies(d_model, base).to(device)
+    return torch.stack((torch.sin(angles), torch.cos(angles)), dim=-1).flatten(-2).to(torch.float32)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """Hugging Face's helper: ``[x1, x2] → [-x2, x1]`` over the two halves of the last dimension."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def hf_cos_sin(seq_len: int, head_dim: int, base: float = 10000.0, *, device: torch.device | str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Hugging Face's precomputed ``cos``/``sin`` of shape ``[seq_len, head_dim]`` (half layout, float32).
+
+    ``θ_i = base^(-2i/head_dim)``; the angles ``pos·θ_i`` are repeated for both halves.
+    """
+    seq_len = check_int("seq_len", seq_len, minimum=1)
+    head_dim = check_d_model(head_dim, "head_dim")
+    base = check_base(base)
+    device = check_device(device)
+    check_fits("seq_len × head_dim", (seq_len, head_dim), torch.float32, what="cos (and sin)")
+    inv_freq = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float32, device=device) / head_dim)
+    freqs = torch.arange(seq_len, dtype=torch.float32, device=device)[:, None] * inv_freq
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def hf_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Hugging Face's eager formula ``x·cos + rotate_half(x)·sin`` (half layout).
+
+    Five kernels: ``x·cos``, ``-x2``, ``cat``, ``·sin``, ``+``; each reads and writes
+    whole tensors of ``x``'s size.
+    """
+    return x * cos + rotate_half(x) * sin
+
+
+def rope_reference(x: torch.Tensor, layout: str = "interleaved", base: float = 10000.0) -> torch.Tensor:
+    """Rotary embedding of ``x`` ``[..., seq, head_dim]`` at positions ``0 … seq-1``, in float64.
+
+    Pair ``i`` (features ``(2i, 2i+1)`` interleaved, ``(i, i+head_dim/2)`` half) turns by
+    ``pos·θ_i``, ``θ_i = base^(-2i/head_dim)``: ``(a, b) → (a cos − b sin, a sin + b cos)``.
+    """
+    x = check_float_tensor("x", x).double()
+    if layout not in ("interleaved", "half"):
+        raise ValueError(f'layout must be "interleaved" or "half", got {layout!r}')
+    seq, head_dim = x.shape[-2], check_d_model(x.shape[-1], "x.shape[-1] (head_dim)")
+    angles = torch.arange(seq, dtype=torch.float64, device=x.device)[:, None] * inverse_frequencies(head_dim, base).to(x.device)
+    cos, sin = angles.cos(), angles.sin()
+    if layout == "interleaved":
+        a, b = x[..., 0::2], x[..., 1::2]
+        return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+    a, b = x[..., : head_dim // 2], x[..., head_dim // 2 :]
+    return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)

@@ -1,0 +1,90 @@
+"""Which tensor operations a function runs, and how many bytes each one moves.
+
+:func:`trace_ops` records every torch call made through the Python API (a
+``TorchFunctionMode``) and counts, per call, the bytes read and written as if each
+kernel went to memory once: the model behind notebook 08's traffic counts and its
+roofline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import torch
+
+__all__ = ["trace_ops"]
+
+
+def _tensors(value: object) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
+
+
+_ALLOCATORS = {"empty", "empty_like", "empty_strided", "new_empty"}
+#: Python's augmented assignments (``x += y`` …): in place, unlike ``__invert__`` or ``__index__``.
+_INPLACE_DUNDERS = {f"__i{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
+                                             "matmul", "and", "or", "xor", "lshift", "rshift")}
+
+
+def _nbytes(tensors: Iterable[torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+class _OpRecorder(torch.overrides.TorchFunctionMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[dict] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        name = getattr(func, "__name__", str(func))
+        inputs = _tensors(args) + _tensors({k: v for k, v in kwargs.items() if k != "out"})
+        if name == "__setitem__":  # t[index] = value: writes the indexed part of t
+            target = args[0][args[1]]
+            value = _tensors(args[2:])
+            self.ops.append({"op": "setitem", "kernel": True, "read_bytes": _nbytes(value),
+                             "write_bytes": target.numel() * target.element_size()})
+            return out
+        outputs = _tensors(out)
+        if not outputs:
+            return out
+        in_place = (name.endswith("_") and not name.endswith("__")) or name in _INPLACE_DUNDERS
+        if "out" in kwargs or in_place:
+            kernel = True
+        elif name in _ALLOCATORS:
+            kernel = False  # memory is reserved, nothing is read or written
+        else:  # a view shares its input's memory: no data moves
+            in_ptrs = {t.untyped_storage().data_ptr() for t in inputs}
+            kernel = not all(t.untyped_storage().data_ptr() in in_ptrs for t in outputs)
+        self.ops.append({
+            "op": name.strip("_") + ("_" if in_place and not name.startswith("__") else ""),
+            "kernel": kernel,
+            "read_bytes": _nbytes(inputs) if kernel else 0,
+            "write_bytes": _nbytes(outputs) if kernel else 0,
+        })
+        return out
+
+
+def trace_ops(fn: Callable[..., object], *args: object) -> list[dict]:
+    """The tensor operations ``fn(*args)`` calls, in order, with the bytes each one moves.
+
+    One dict per torch function call: ``op`` (its name; a trailing ``_`` marks an
+    in-place op), ``kernel`` (``False`` for views, which share their input's memory,
+    and for bare allocations such as ``empty``: no data moves), ``read_bytes`` (every
+    input tensor read once; a broadcast operand counts at its own size, an in-place
+    op reads the tensor it overwrites) and ``write_bytes`` (every output written
+    once; ``out=`` and in-place targets included). In eager mode each operation with
+    ``kernel=True`` is one kernel launch that reads its inputs from memory and writes
+    its output back. Only calls that go through torch's Python API are seen.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    with _OpRecorder() as recorder:
+        fn(*args)
+    return recorder.ops

@@ -1,0 +1,115 @@
+"""Timing done honestly: warm-up, explicit threads, interleaved rounds, GPU synchronisation.
+
+:func:`measure` times zero-argument functions with :class:`torch.utils.benchmark.Timer`;
+:func:`try_compile` compiles a function once, outside any timing, or says why it could not.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+from torch.utils.benchmark import Timer
+
+from ._checks import check_device, check_int
+
+__all__ = ["measure", "try_compile"]
+
+
+def _device(device: torch.device | str) -> torch.device:
+    if device is None:
+        raise TypeError("device must be a torch.device or a string such as 'cpu' or 'cuda', got None")
+    device = check_device(device)
+    if device.type == "meta":
+        raise ValueError("device='meta' holds no data: nothing can be timed there; use 'cpu' or 'cuda'")
+    return device
+
+
+def _threads(threads: int | None) -> int:
+    return torch.get_num_threads() if threads is None else check_int("threads", threads, minimum=1)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _timer(device: torch.device) -> Callable[[], float]:
+    """Wall clock that first waits for the GPU, so a timed block includes its kernels."""
+    if device.type != "cuda":
+        return time.perf_counter
+
+    def synced() -> float:
+        torch.cuda.synchronize(device)
+        return time.perf_counter()
+
+    return synced
+
+
+def measure(
+    fns: dict[str, Callable[[], object]],
+    *,
+    device: torch.device | str = "cpu",
+    threads: int | None = None,
+    min_run_time: float = 0.1,
+    rounds: int = 3,
+    warmup: int = 2,
+    stat: str = "median",
+) -> dict[str, float]:
+    """Median seconds per call of each zero-argument function in ``fns``.
+
+    Each function is called ``warmup`` times first (lazy allocation, caches, CUDA
+    context), then timed by ``torch.utils.benchmark.Timer(num_threads=threads)``
+    with ``blocked_autorange(min_run_time)`` in ``rounds`` interleaved rounds; the
+    result is the median of the per-round medians (``stat="median"``), or their minimum
+    (``stat="min"``: the least disturbed round — other work on a shared machine only ever
+    adds time, so the best round is the steadier basis for comparing two operations).
+    """
+    device = _device(device)
+    threads = _threads(threads)
+    rounds = check_int("rounds", rounds, minimum=1)
+    warmup = check_int("warmup", warmup, minimum=0)
+    if stat not in ("median", "min"):
+        raise ValueError(f'stat must be "median" or "min", got {stat!r}')
+    if isinstance(min_run_time, bool) or not isinstance(min_run_time, (int, float)):
+        raise TypeError(f"min_run_time must be a number of seconds, got {min_run_time!r}")
+    if not (math.isfinite(min_run_time) and min_run_time > 0):
+        raise ValueError(f"min_run_time must be a finite, positive number of seconds, got {min_run_time!r}")
+    if not isinstance(fns, dict) or not all(callable(fn) for fn in fns.values()):
+        raise TypeError("fns must be a dict {name: zero-argument function}")
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for fn in fns.values():
+            for _ in range(warmup):
+                fn()
+            _sync(device)
+    finally:
+        torch.set_num_threads(previous)
+    per_round: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            timer = Timer("fn()", globals={"fn": fn}, num_threads=threads, timer=_timer(device), label=name)
+            per_round[name].append(timer.blocked_autorange(min_run_time=min_run_time).median)
+    reduce = statistics.median if stat == "median" else min
+    return {name: reduce(times) for name, times in per_round.items()}
+
+
+def try_compile(fn: Callable[..., torch.Tensor], *example_args: object) -> tuple[Callable[..., torch.Tensor] | None, str]:
+    """``torch.compile(fn)`` and one call on ``example_args``; ``(None, reason)`` if either fails.
+
+    The first call is where compilation happens (seconds to tens of seconds on a CPU,
+    where Inductor generates and builds C++), so it stays out of any timing.
+    """
+    if not hasattr(torch, "compile"):
+        return None, f"torch {torch.__version__} has no torch.compile"
+    try:
+        compiled = torch.compile(fn, dynamic=False)
+        compiled(*example_args)
+    except Exception as err:  # no C++ compiler, no Triton, unsupported platform, …
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        return None, f"torch.compile failed: {type(err).__name__}: {first[:120]}"
+    return compiled, ""

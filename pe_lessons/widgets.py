@@ -22,7 +22,8 @@ import ipywidgets as widgets
 import torch
 
 from ._checks import check_base, check_d_model, check_int
-from .plots import _render, heatmap, static_png
+from .plots import heatmap
+from .rendering import render_chart, static_png
 from .sinusoidal import inverse_frequencies
 
 __all__ = ["MAX_POSITION", "MAX_CELLS", "explorer_chart", "Explorer", "pe_explorer"]
@@ -253,7 +254,7 @@ class Explorer(widgets.VBox):
                 display(self.chart)
             return
         if alt.renderers.active == "pe_lessons":
-            data = _render(self.chart.to_dict(), static_image=False)
+            data = render_chart(self.chart.to_dict(), static_image=False)
         else:
             bundle = self.chart._repr_mimebundle_()
             data = bundle[0] if isinstance(bundle, tuple) else bundle

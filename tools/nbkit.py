@@ -272,7 +272,7 @@ def notebook_title(nb: dict) -> str:
 
 def _png_from_vegalite(spec: dict) -> str | None:
     try:
-        from pe_lessons.plots import static_png
+        from pe_lessons.rendering import static_png
     except ImportError:  # pragma: no cover - the site is built in the course environment
         return None
     return static_png(spec)

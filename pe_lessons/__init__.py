@@ -6,7 +6,7 @@ One module per idea; the notebooks import from here and the tests check it.
 - ``variants``: correct conventions and the bugs found in the wild, and ``diagnose``
 - ``offsets``: the linear-offset property (rotation matrices, similarity, table by rotation)
 - ``learned``: a trainable position table; ``toy``: a tiny Transformer with pluggable positions
-- ``rotary``: rotary position embeddings (RoPE), both layouts
+- ``rotary``: rotary position embeddings (RoPE), both layouts, context-extension rules (fast path in ``_rope_fast``)
 - ``plots`` / ``widgets``: Altair charts and ipywidgets explorers (imported on demand)
 - ``exercises``: one checker per exercise
 """
@@ -14,7 +14,15 @@ One module per idea; the notebooks import from here and the tests check it.
 from ._checks import memory_limit, set_memory_limit
 from .learned import LearnedPositionalEmbedding
 from .offsets import best_linear_map, offset_matrix, relative_similarity, table_by_rotation
-from .rotary import RotaryEmbedding, apply_rope, rope_frequencies, to_half_layout, to_interleaved_layout
+from .rotary import (
+    RotaryEmbedding,
+    apply_rope,
+    rope_formula,
+    rope_frequencies,
+    scaled_frequencies,
+    to_half_layout,
+    to_interleaved_layout,
+)
 from .sinusoidal import (
     SinusoidalPositionalEncoding,
     inverse_frequencies,
@@ -45,6 +53,8 @@ __all__ = [
     "RotaryEmbedding",
     "apply_rope",
     "rope_frequencies",
+    "rope_formula",
+    "scaled_frequencies",
     "to_half_layout",
     "to_interleaved_layout",
 ]

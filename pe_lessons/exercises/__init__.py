@@ -13,5 +13,6 @@ from .nb05 import *  # noqa: F401,F403
 from .nb06 import *  # noqa: F401,F403
 from .nb07 import *  # noqa: F401,F403
 from .nb08 import *  # noqa: F401,F403
+from .nb10 import *  # noqa: F401,F403
 
 __all__ = ["Feedback", *nb01.__all__, *nb02.__all__, *nb03.__all__, *nb04.__all__, *nb05.__all__, *nb06.__all__, *nb07.__all__, *nb08.__all__]

@@ -16,9 +16,9 @@ line. Everything here computes the same numbers with fewer passes over memory:
   graph breaks.
 - **Autograd**: :class:`RopeFunction` has the exact adjoint (the gradient of ``R_m x`` is
   ``R_{-m}`` applied to the incoming gradient) and a ``vmap`` rule, so ``torch.func``
-  transforms (``grad``, ``vjp``, ``vmap``, ``jacrev``) work. In eager mode every call goes
-  through it (that is how ``torch.func`` transforms, which wrap tensors, reach its rules,
-  with public API only); under ``torch.compile`` only calls that need a gradient do.
+  transforms (``grad``, ``vjp``, ``vmap``, ``jacrev``) work. Calls that need a gradient, and
+  tensors wrapped by a ``torch.func`` transform (recognised through public API: they have no
+  storage), go through it; other calls run the kernels directly.
 """
 
 from __future__ import annotations
@@ -112,7 +112,10 @@ def rotate(x: torch.Tensor, tables: tuple[torch.Tensor, ...], layout: str, inver
         # memory traffic (read x, write out; read out and x, write out) against clone's two.
         # The inverse rotation (-θ) swaps the roles of -sin and sin.
         neg_sin, sin = (tables[2], tables[1]) if inverse else (tables[1], tables[2])
-        out = torch.empty(torch.broadcast_shapes(xw.shape, first.shape), dtype=work, device=xw.device)
+        if first.dim() <= 2:  # one table row per position: the output has x's shape
+            out = torch.empty_like(xw, memory_format=torch.contiguous_format)
+        else:  # per-row tables [batch, 1, …, seq, head_dim]
+            out = torch.empty(torch.broadcast_shapes(xw.shape, first.shape), dtype=work, device=xw.device)
         xa, xb = xw.chunk(2, -1)
         oa, ob = out.chunk(2, -1)
         torch.mul(xb, neg_sin, out=oa)
@@ -176,11 +179,27 @@ class RopeFunction(torch.autograd.Function):
         return (RopeFunction.apply(grad, ctx.layout, not ctx.inverse, *tables), None, None) + (None,) * len(tables)
 
 
+def _wrapped(x: torch.Tensor) -> bool:
+    """Is ``x`` a ``torch.func`` wrapper (``vmap``'s batched tensors, ``grad``'s tracking tensors)?
+
+    Those have no storage of their own, so asking for their data pointer fails: a public-API test
+    (``Tensor.data_ptr``) that costs nothing for ordinary tensors.
+    """
+    try:
+        x.data_ptr()
+    except RuntimeError:
+        return True
+    return False
+
+
 def apply_tables(x: torch.Tensor, tables: tuple[torch.Tensor, ...], layout: str) -> torch.Tensor:
-    """``R x`` with precomputed tables: through :class:`RopeFunction` in eager mode, plain under compile."""
-    if compiling() and not (x.requires_grad and torch.is_grad_enabled()):
-        return rotate(x, tables, layout, False)
-    return RopeFunction.apply(x, layout, False, *tables)
+    """``R x`` with precomputed tables: through :class:`RopeFunction` when a gradient or a ``torch.func``
+    transform needs its rules, else the plain kernels (an autograd Function costs tens of µs per call)."""
+    if x.requires_grad and torch.is_grad_enabled():
+        return RopeFunction.apply(x, layout, False, *tables)
+    if not compiling() and _wrapped(x):
+        return RopeFunction.apply(x, layout, False, *tables)
+    return rotate(x, tables, layout, False)
 
 
 # --------------------------------------------------------------------------- cached tables

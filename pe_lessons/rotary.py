@@ -299,9 +299,9 @@ def apply_rope(
     positions may be fractional (position interpolation). ``layout`` is ``"interleaved"``
     (pairs ``(2i, 2i+1)``) or ``"half"`` (pairs ``(i, i + head_dim/2)``). ``scaling`` is a
     context-extension rule (:func:`scaled_frequencies`; for ``"dynamic"`` and ``"longrope"``
-    the length is the largest position + 1). ``rotary_dim`` rotates only the first
-    ``rotary_dim`` features of each head (pairs formed among them in ``layout``) and passes the
-    rest through.
+    the length is the largest position + 1, read back from the device when positions live
+    there). ``rotary_dim`` rotates only the first ``rotary_dim`` features of each head (pairs
+    formed among them in ``layout``) and passes the rest through.
 
     Returns a new tensor with ``x``'s shape and dtype, equal to :func:`rope_formula` up to the
     rounding of the working precision: angles come from float64, the rotation runs in float32

@@ -6,7 +6,7 @@ One module per idea; the notebooks import from here and the tests check it.
 - ``variants``: correct conventions and the bugs found in the wild, and ``diagnose``
 - ``offsets``: the linear-offset property (rotation matrices, similarity, table by rotation)
 - ``learned``: a trainable position table; ``toy``: a tiny Transformer with pluggable positions
-- ``rotary``: rotary position embeddings (RoPE), both layouts
+- ``rotary``: rotary position embeddings (RoPE), both layouts, context-extension rules (fast path in ``_rope_fast``)
 - ``relative``: relative position biases added to attention scores (ALiBi, T5 buckets)
 - ``plots`` / ``widgets``: Altair charts and ipywidgets explorers (imported on demand)
 - ``baselines``: the naive and library versions the course measures and checks against
@@ -25,7 +25,15 @@ from .relative import (
     t5_bucket_edges,
     t5_relative_bucket,
 )
-from .rotary import RotaryEmbedding, apply_rope, rope_frequencies, to_half_layout, to_interleaved_layout
+from .rotary import (
+    RotaryEmbedding,
+    apply_rope,
+    rope_formula,
+    rope_frequencies,
+    scaled_frequencies,
+    to_half_layout,
+    to_interleaved_layout,
+)
 from .sinusoidal import (
     SinusoidalPositionalEncoding,
     inverse_frequencies,
@@ -56,6 +64,8 @@ __all__ = [
     "RotaryEmbedding",
     "apply_rope",
     "rope_frequencies",
+    "rope_formula",
+    "scaled_frequencies",
     "to_half_layout",
     "to_interleaved_layout",
     "alibi_slopes",

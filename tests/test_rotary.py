@@ -12,6 +12,9 @@ from pe_lessons.rotary import (
     LAYOUTS,
     RotaryEmbedding,
     apply_rope,
+    clear_rope_cache,
+    rope_cache_bytes,
+    rope_formula,
     rope_frequencies,
     to_half_layout,
     to_interleaved_layout,
@@ -309,14 +312,23 @@ def test_rotary_embedding_follows_device():  # pragma: no cover - needs a GPU
         (lambda: apply_rope(torch.randn(8)), ValueError, r"\[..., seq, head_dim\]"),
         (lambda: apply_rope(torch.arange(16).view(2, 8)), TypeError, "floating"),
         (lambda: apply_rope([[1.0, 2.0]]), TypeError, "torch.Tensor"),
-        (lambda: apply_rope(torch.randn(3, 8), torch.arange(3.0)), TypeError, "integers"),
+        (lambda: apply_rope(torch.randn(3, 8), torch.arange(3.0).half()), TypeError, "float16/bfloat16"),
         (lambda: apply_rope(torch.randn(3, 8), torch.ones(3, dtype=torch.bool)), TypeError, "integers"),
-        (lambda: apply_rope(torch.randn(3, 8), [0, 1.5, 2]), TypeError, "integers"),
+        (lambda: apply_rope(torch.randn(3, 8), [0, float("nan"), 2]), ValueError, "finite"),
+        (lambda: apply_rope(torch.randn(3, 8), torch.tensor([0.0, float("inf"), 2.0])), ValueError, "finite"),
         (lambda: apply_rope(torch.randn(3, 8), [0, True, 2]), TypeError, "bool item"),
-        (lambda: apply_rope(torch.randn(3, 8), [0, torch.tensor(1.0), 2]), TypeError, "integers"),
+        (lambda: apply_rope(torch.randn(3, 8), [0, "1", 2]), TypeError, "str item"),
+        (lambda: apply_rope(torch.randn(3, 8), [[0, 1, 2]]), TypeError, "must be a tensor"),
+        (lambda: apply_rope(torch.randn(3, 8), torch.arange(3.0) + 0j), TypeError, "integers"),
         (lambda: apply_rope(torch.randn(3, 8), [0, 1, 2**70]), ValueError, "int64"),
         (lambda: apply_rope(torch.randn(3, 8), torch.arange(4)), ValueError, "length seq"),
-        (lambda: apply_rope(torch.randn(3, 8), torch.arange(3)[None]), ValueError, "1-D"),
+        (lambda: apply_rope(torch.randn(3, 8), torch.arange(3)[None]), ValueError, r"\[batch, seq\]"),
+        (lambda: apply_rope(torch.randn(2, 3, 8), torch.arange(9).view(3, 3)), ValueError, "same batch"),
+        (lambda: apply_rope(torch.randn(2, 3, 8), torch.arange(6).view(1, 2, 3)), ValueError, "1-D or 2-D"),
+        (lambda: apply_rope(torch.randn(3, 8), rotary_dim=10), ValueError, "rotary_dim"),
+        (lambda: apply_rope(torch.randn(3, 8), rotary_dim=3), ValueError, "rotary_dim"),
+        (lambda: apply_rope(torch.randn(3, 8), rotary_dim=2.0), TypeError, "rotary_dim"),
+        (lambda: RotaryEmbedding(8, rotary_dim=0), ValueError, "rotary_dim"),
         (lambda: apply_rope(torch.randn(3, 8), 3), TypeError, "positions"),
         (lambda: apply_rope(torch.randn(3, 8), layout="halves"), ValueError, "'interleaved'"),
         (lambda: apply_rope(torch.randn(3, 8), layout=1), TypeError, "layout"),
@@ -411,12 +423,12 @@ def test_toy_model_rotary_scheme_uses_apply_rope():
 @pytest.mark.parametrize("inverse", [False, True])
 def test_fusable_half_formula_equals_the_eager_one(dtype, inverse):
     """The out-of-place formula used under torch.compile is the same rotation as the eager kernels."""
-    from pe_lessons import rotary
+    from pe_lessons import _rope_fast
 
     x = torch.randn(2, 3, 40, 16, dtype=dtype)
-    tables = RotaryEmbedding(16, layout="half").to(dtype=dtype).tables(None, 40, x.device, dtype, "half")
-    eager = rotary._rotate(x, tables, "half", inverse)
-    fused = rotary._rotate_fusable(x, tables, inverse)
+    tables = _rope_fast.Tables(rope_frequencies(16)).lookup(None, None, 40, x.device, dtype, "half")
+    eager = _rope_fast.rotate(x, tables, "half", inverse)
+    fused = _rope_fast.rotate_fusable(x, tables, inverse)
     torch.testing.assert_close(fused, eager, rtol=0, atol=1e-6 if dtype == torch.float32 else 1e-14)
     positions = [-m for m in range(40)] if inverse else list(range(40))  # the inverse of R_m is R_-m
     assert (fused.double() - ref_rotate_half(x, positions)).abs().max() <= (1e-5 if dtype == torch.float32 else 1e-12)
@@ -471,3 +483,100 @@ def test_torch_func_transforms_grad_vmap_and_jacrev(layout):
     jac = torch.func.jacrev(rope)(x[0, 0])  # d out[s, d] / d x[t, e]
     torch.testing.assert_close(torch.einsum("sdte,sd->te", jac, w[0, 0]), grad[0, 0], rtol=0, atol=1e-12)
     assert torch.count_nonzero(jac.sum((1, 3)) - torch.diag(jac.sum((1, 3)).diagonal())) == 0  # no mixing of positions
+
+
+# --------------------------------------------------------------------------- the definition and the fast path
+
+
+@given(head_dim=head_dims, seq=st.integers(1, 12), base=bases, start=starts, seed=st.integers(0, 2**16))
+def test_rope_formula_is_the_definition_and_apply_rope_computes_it(head_dim, seq, base, start, seed):
+    x = torch.randn(2, seq, head_dim, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+    pos = torch.arange(start, start + seq)
+    tol = 1e-12 + 4 * max(abs(start), abs(start + seq)) * 2**-52 * 8
+    assert (rope_formula(x, pos, base=base) - ref_complex(x, pos, base)).abs().max() <= tol
+    assert (rope_formula(x, pos, base=base, layout="half") - ref_rotate_half(x, pos, base)).abs().max() <= tol
+    for layout in LAYOUTS:
+        fast = apply_rope(x.float(), pos, base=base, layout=layout).double()
+        assert (fast - rope_formula(x, pos, base=base, layout=layout)).abs().max() <= 1e-5
+
+
+def test_rope_frequencies_are_the_sinusoidal_frequencies():
+    from pe_lessons.sinusoidal import inverse_frequencies
+
+    for d, base in ((2, 10.0), (64, 10000.0), (128, 500000.0)):
+        assert torch.equal(rope_frequencies(d, base), inverse_frequencies(d, base))
+
+
+def test_no_private_torch_api():
+    """The rotary code reaches torch.func's rules through public API only (no torch._C)."""
+    import inspect
+
+    from pe_lessons import _rope_fast, rotary
+
+    for module in (rotary, _rope_fast):
+        assert "torch._C" not in inspect.getsource(module)
+
+
+def test_shared_cache_is_bounded_by_bytes_and_can_be_cleared(monkeypatch):
+    from pe_lessons import _rope_fast
+
+    clear_rope_cache()
+    assert rope_cache_bytes() == 0
+    # the case that used to keep 224 MiB: many bases, both layouts, one input whose positions fill large tables
+    x = torch.randn(1, 1, 2048, 64)  # 0.5 MiB
+    pos = torch.arange(60000, 62048)
+    for base in (1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6, 2e6, 5e6):
+        for layout in LAYOUTS:
+            out = apply_rope(x, pos, base=base, layout=layout)
+            assert rope_cache_bytes() <= _rope_fast.CACHE_LIMIT_BYTES
+    assert (out.double() - ref_rotate_half(x, pos, 5e6)).abs().max() <= 1e-5  # still right after evictions
+    assert rope_cache_bytes() > 0
+    clear_rope_cache()
+    assert rope_cache_bytes() == 0
+    # a smaller bound: the least recently used tables go first, results stay the same
+    monkeypatch.setattr(_rope_fast, "CACHE_LIMIT_BYTES", 200_000)
+    small = torch.randn(3, 100, 16)
+    first = apply_rope(small, base=100.0)
+    for base in (200.0, 300.0, 400.0, 500.0):
+        apply_rope(small, base=base)
+        assert rope_cache_bytes() <= 200_000
+    assert torch.equal(apply_rope(small, base=100.0), first)
+    # a table larger than the bound on its own is used once and not kept
+    apply_rope(torch.randn(1, 4000, 16), base=600.0)
+    assert rope_cache_bytes() <= 200_000
+    clear_rope_cache()
+
+
+def test_positions_without_host_bounds_are_not_read_back():
+    """Device-resident positions skip the cache: nothing is read back (no sync), the rows are computed directly."""
+    from pe_lessons import _rope_fast
+
+    tables = _rope_fast.Tables(rope_frequencies(16))
+    pos = torch.tensor([3, 70000, -5, 12])
+    for layout in LAYOUTS:
+        got = tables.lookup(pos, None, 4, pos.device, torch.float64, layout)
+        cos, sin = _rope_fast.cos_sin(pos, rope_frequencies(16), 1.0, pos.device, torch.float64)
+        want = _rope_fast.layout_tables(cos, sin, layout)
+        assert len(got) == len(want) and all(torch.equal(g, w) for g, w in zip(got, want, strict=True))
+    assert tables.max_len == 0  # the cache was not consulted
+    # with host bounds (a CPU tensor or a list), the cache is used and grows
+    for positions in (torch.tensor([3, 100, 5, 12]), [3, 100, 5, 12]):
+        rope = RotaryEmbedding(16)
+        rope(torch.randn(4, 16), positions)
+        assert rope.max_len == 128
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_no_synchronisation_with_device_positions():  # pragma: no cover - needs a GPU
+    x = torch.randn(2, 4, 64, 32, device="cuda")
+    pos = torch.arange(64, device="cuda") + 7
+    rope = RotaryEmbedding(32)
+    want = apply_rope(x.cpu(), pos.cpu())
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        out_module, out_fn = rope(x, pos), apply_rope(x, pos, layout="interleaved")
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    torch.testing.assert_close(out_module.cpu(), want, rtol=0, atol=1e-5)
+    torch.testing.assert_close(out_fn.cpu(), want, rtol=0, atol=1e-5)

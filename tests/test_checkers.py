@@ -58,6 +58,13 @@ SETTINGS: dict[str, dict] = {
     "check_order_breakers": {},
     "check_alibi_slopes": {},
     "check_t5_bucket": {},
+    "check_critical_pair": {},
+    "check_ntk_base": {
+        "kwargs": {"new_base": 1.0},
+        "answers": ["scale", "new_base"],
+        "good": {"scale": 4.0, "new_base": 10000.0 * 4.0 ** (128 / 126)},
+    },
+    "check_yarn_range": {},
     "check_first_to_fall": {
         "kwargs": {"reason": "a"},
         "answers": ["scheme", "reason"],

@@ -6,7 +6,7 @@ import math
 import numbers
 
 from ..relative import alibi_slopes, t5_relative_bucket
-from ._feedback import Feedback, failed, not_done, passed
+from ._feedback import Feedback, _short, checker, failed, not_done, passed
 
 __all__ = ["FALL_REASONS", "check_t5_bucket", "check_alibi_slopes", "check_first_to_fall"]
 
@@ -35,13 +35,14 @@ def _as_int(answer: object) -> int | None:
     return _as_int(value) if not isinstance(value, bool) else None
 
 
+@checker
 def check_t5_bucket(answer: object, offset: int = -40) -> Feedback:
     """Check the T5 bucket (bidirectional, 32 buckets, max_distance 128) of ``offset = key − query``."""
     if answer is None or answer is Ellipsis:
         return not_done()
     value = _as_int(answer)
     if value is None:
-        return failed(f"Answer with one whole number (a bucket index), got {answer!r}.")
+        return failed(f"Answer with one whole number (a bucket index), got {_short(answer)}.")
     want = int(t5_relative_bucket(offset))
     distance = abs(offset)
     if value == want:
@@ -75,12 +76,13 @@ def check_t5_bucket(answer: object, offset: int = -40) -> Feedback:
     )
 
 
+@checker
 def check_alibi_slopes(answer: object, n_heads: int = 6) -> Feedback:
     """Check ALiBi's slopes (in head order) for ``n_heads`` heads."""
     if answer is None or answer is Ellipsis:
         return not_done()
     if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads < 1:
-        return failed(f"n_heads must be a positive integer, got {n_heads!r}.")
+        return failed(f"n_heads must be a positive integer, got {_short(n_heads)}.")
     try:
         values = [float(v) for v in answer]  # type: ignore[union-attr]
     except Exception:
@@ -125,14 +127,15 @@ def check_alibi_slopes(answer: object, n_heads: int = 6) -> Feedback:
     )
 
 
+@checker
 def check_first_to_fall(scheme: object, reason: object) -> Feedback:
     """Check which scheme's accuracy falls first past the trained length (learned excluded) and why."""
     if scheme is None or scheme is Ellipsis or reason is None or reason is Ellipsis:
         return not_done()
     if not isinstance(scheme, str) or scheme.strip().lower() not in (*_SCHEMES, "learned"):
-        return failed(f"scheme must be one of {', '.join(map(repr, _SCHEMES))}, got {scheme!r}.")
+        return failed(f"scheme must be one of {', '.join(map(repr, _SCHEMES))}, got {_short(scheme)}.")
     if not isinstance(reason, str) or reason.strip().lower() not in FALL_REASONS:
-        return failed(f"reason must be one of the letters {', '.join(map(repr, FALL_REASONS))}, got {reason!r}.")
+        return failed(f"reason must be one of the letters {', '.join(map(repr, FALL_REASONS))}, got {_short(reason)}.")
     scheme, reason = scheme.strip().lower(), reason.strip().lower()
     if scheme == "learned":
         return failed(
@@ -140,7 +143,7 @@ def check_first_to_fall(scheme: object, reason: object) -> Feedback:
             "leaves it out. Which of the others drops first?"
         )
     if scheme != _FIRST_TO_FALL:
-        return failed(f"Look at the 2× column: {scheme!r} is not the one that drops first in every seed.")
+        return failed(f"Look at the 2× column: {_short(scheme)} is not the one that drops first in every seed.")
     if reason != _REASON:
         return failed(
             f"Right scheme; wrong reason: ({reason}) {FALL_REASONS[reason]}. What does a sinusoidal model "

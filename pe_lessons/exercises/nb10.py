@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from ._feedback import Feedback, failed, not_done, passed
+from ._feedback import Feedback, _short, checker, failed, not_done, passed
 
 __all__ = ["CRITICAL", "NTK", "YARN", "check_critical_pair", "check_ntk_base", "check_yarn_range"]
 
@@ -59,13 +59,14 @@ def critical_pair(head_dim: int, base: float, train_len: int) -> int:
     return math.ceil(_pair_for_turns(1.0, head_dim, base, train_len))
 
 
+@checker
 def check_critical_pair(answer: object) -> Feedback:
     """Exercise 1: the index of the first pair that never completes a turn in training (:data:`CRITICAL`)."""
     if answer is None or answer is Ellipsis:
         return not_done()
     value = _as_int(answer)
     if value is None:
-        return failed(f"Give the pair index as a whole number, got {answer!r}.")
+        return failed(f"Give the pair index as a whole number, got {_short(answer)}.")
     d, base, n = CRITICAL["head_dim"], CRITICAL["base"], CRITICAL["train_len"]
     want = critical_pair(d, base, n)
     exact = _pair_for_turns(1.0, d, base, n)
@@ -96,13 +97,14 @@ def ntk_base(head_dim: int, base: float, scale: float) -> float:
     return base * scale ** (head_dim / (head_dim - 2))
 
 
+@checker
 def check_ntk_base(scale: object, new_base: object) -> Feedback:
     """Exercise 2: the scale factor ``s`` and NTK-aware base for :data:`NTK`'s target length."""
     if scale is None or new_base is None or scale is Ellipsis or new_base is Ellipsis:
         return not_done()
     s, b = _as_float(scale), _as_float(new_base)
     if s is None or b is None:
-        return failed(f"Give two finite numbers (the scale and the base), got {scale!r} and {new_base!r}.")
+        return failed(f"Give two finite numbers (the scale and the base), got {_short(scale)} and {_short(new_base)}.")
     d, base = NTK["head_dim"], NTK["base"]
     want_s = NTK["target_len"] / NTK["train_len"]
     if not math.isclose(s, want_s, rel_tol=1e-9):
@@ -132,6 +134,7 @@ def yarn_range(head_dim: int, base: float, train_len: int, beta_fast: float, bet
     return max(low, 0), min(high, head_dim - 1)
 
 
+@checker
 def check_yarn_range(answer: object) -> Feedback:
     """Exercise 3: ``(low, high)`` of YaRN's ramp for :data:`YARN`."""
     if answer is None or answer is Ellipsis:
@@ -143,10 +146,10 @@ def check_yarn_range(answer: object) -> Feedback:
         except Exception:
             items = None
     if items is None or len(items) != 2:
-        return failed(f"Give two numbers (low, high), got {answer!r}.")
+        return failed(f"Give two numbers (low, high), got {_short(answer)}.")
     low, high = (_as_int(v) for v in items)
     if low is None or high is None:
-        return failed(f"Both ends are whole pair indices (floor and ceil), got {answer!r}.")
+        return failed(f"Both ends are whole pair indices (floor and ceil), got {_short(answer)}.")
     p = YARN
     want = yarn_range(p["head_dim"], p["base"], p["train_len"], p["beta_fast"], p["beta_slow"])
     if (low, high) == want:

@@ -26,8 +26,13 @@ def replay(notebooks: list[str], threads: int) -> tuple[bool, float, str]:
     """One strict replay of ``notebooks`` with OMP_NUM_THREADS=threads: (passed, seconds, last lines)."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, str(ROOT / "course.py"), "test", *notebooks, "-q"],
-                          cwd=ROOT, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "course.py"), "test", *notebooks, "-q"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
     return done.returncode == 0, time.perf_counter() - start, tail
 
@@ -48,8 +53,11 @@ def main(argv: list[str] | None = None) -> int:
             for run in range(1, args.runs + 1):
                 ok, seconds, tail = replay(args.notebooks, threads)
                 results.append((threads, run, ok))
-                print(f"threads={threads} run {run}/{args.runs}: {'passed' if ok else 'FAILED'} in {seconds:.0f} s"
-                      f"{'' if busy is None else ' (one core kept busy)'}", flush=True)
+                print(
+                    f"threads={threads} run {run}/{args.runs}: {'passed' if ok else 'FAILED'} in {seconds:.0f} s"
+                    f"{'' if busy is None else ' (one core kept busy)'}",
+                    flush=True,
+                )
                 if not ok:
                     print(tail, flush=True)
         finally:
@@ -57,8 +65,10 @@ def main(argv: list[str] | None = None) -> int:
                 busy.terminate()
                 busy.wait()
     failed = [(t, r) for t, r, ok in results if not ok]
-    print(f"{len(results) - len(failed)} of {len(results)} replays passed"
-          + (f"; failed: {', '.join(f'threads={t} run {r}' for t, r in failed)}" if failed else ""))
+    print(
+        f"{len(results) - len(failed)} of {len(results)} replays passed"
+        + (f"; failed: {', '.join(f'threads={t} run {r}' for t, r in failed)}" if failed else "")
+    )
     return 1 if failed else 0
 
 

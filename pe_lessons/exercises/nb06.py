@@ -10,7 +10,13 @@ from torch import nn
 
 from ._feedback import Feedback, attempt, failed, not_done, passed
 
-__all__ = ["check_learned_module", "check_predicted_error", "check_failing_lengths", "ORDER_CHANGES", "check_order_breakers"]
+__all__ = [
+    "check_learned_module",
+    "check_predicted_error",
+    "check_failing_lengths",
+    "ORDER_CHANGES",
+    "check_order_breakers",
+]
 
 
 def _is_placeholder(value: object) -> bool:

@@ -10,7 +10,13 @@ from torch import nn
 
 from ._feedback import Feedback, as_integer, attempt, checker, describe_error, failed, not_done, passed
 
-__all__ = ["check_learned_module", "check_predicted_error", "check_failing_lengths"]
+__all__ = [
+    "check_learned_module",
+    "check_predicted_error",
+    "check_failing_lengths",
+    "ORDER_CHANGES",
+    "check_order_breakers",
+]
 
 
 def _is_placeholder(value: object) -> bool:
@@ -164,3 +170,58 @@ def check_failing_lengths(answer: Iterable[int] | None, lengths: Iterable[int] =
     if missing:
         parts.append(f"{missing} do not")
     return failed("Not quite: " + "; ".join(parts) + f" (the table has rows for positions 0 … {max_len - 1}).")
+
+
+#: Changes to the position-free toy model of notebook 06 (bidirectional attention, per-token outputs).
+#: Exercise: which of them make a token's output depend on the order of the input tokens?
+ORDER_CHANGES = {
+    "a": "a causal mask: token t attends only to tokens 0 … t",
+    "b": "mean pooling of the per-token outputs into one vector",
+    "c": "a layer norm before each attention layer",
+    "d": "sinusoidal position vectors added to the token embeddings",
+    "e": "a wider MLP (8·d_model instead of 4·d_model) in every block",
+    "f": "rotary embeddings applied to q and k in every attention layer",
+}
+_ORDER_WHY = {
+    "a": "a causal mask breaks the symmetry: token t now sees only the tokens listed before it, so moving a "
+         "token changes which keys others can attend to (this is why a causal decoder can infer order without "
+         "any position encoding)",
+    "b": "mean pooling adds the per-token outputs, and a sum ignores their order: the pooled output of a "
+         "position-free model is permutation invariant, it sees order even less",
+    "c": "a layer norm acts on each token's vector alone, so it commutes with any shuffle of the tokens",
+    "d": "added position vectors give the token at place 3 another input than the same token at place 5",
+    "e": "an MLP, however wide, acts on each token's vector alone, so it commutes with any shuffle of the tokens",
+    "f": "rotary embeddings turn q and k by position-dependent angles, so scores change when tokens move",
+}
+
+
+def check_order_breakers(answer: object) -> Feedback:
+    """Check which of :data:`ORDER_CHANGES` make the position-free model's per-token outputs depend on
+    token order (break permutation equivariance): ``a`` (causal mask), ``d`` (added positions) and
+    ``f`` (rotary). ``answer`` is an iterable of letters, e.g. ``["a", "c"]`` or ``"ac"``."""
+    if _is_placeholder(answer):
+        return not_done()
+    if isinstance(answer, str):
+        answer = [ch for ch in answer if not ch.isspace() and ch != ","]
+    try:
+        items = list(answer)  # type: ignore[call-overload]
+    except Exception:  # not iterable, or an iterator that raises
+        return failed(f"Answer with a list of letters from {sorted(ORDER_CHANGES)}, e.g. ['a', 'c']; got {answer!r}.")
+    if not all(isinstance(item, str) for item in items):
+        return failed(f"Answer with letters (strings) from {sorted(ORDER_CHANGES)}, e.g. ['a', 'c']; got {items!r}.")
+    chosen = {item.strip().lower() for item in items}
+    unknown = sorted(chosen - set(ORDER_CHANGES))
+    if unknown:
+        return failed(f"{unknown} are not among the options {sorted(ORDER_CHANGES)}.")
+    want = {"a", "d", "f"}
+    if chosen == want:
+        return passed("a, d and f: a causal mask, added positions and rotary each make outputs depend on order; "
+                      "pooling, layer norm and MLPs treat tokens as a set.")
+    wrong = [f"({k}) {_ORDER_WHY[k]}" for k in sorted(chosen - want)]
+    missed = [f"({k}) {_ORDER_WHY[k]}" for k in sorted(want - chosen)]
+    parts = []
+    if wrong:
+        parts.append("Does not break the symmetry: " + "; ".join(wrong) + ".")
+    if missed:
+        parts.append("You left out: " + "; ".join(missed) + ".")
+    return failed(" ".join(parts))

@@ -1,0 +1,115 @@
+"""Checkers added for notebooks 05–08: feedback for any input, and the facts behind each answer."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from pe_lessons.exercises import Feedback
+from pe_lessons.exercises.nb06 import ORDER_CHANGES, check_order_breakers
+from pe_lessons.toy import ToyTransformer
+
+
+@pytest.mark.parametrize(
+    "answer", [["a", "d", "f"], "adf", "a, d, f", ("F", "a", "D"), {"a", "d", "f"}, ["a", "d", "f", "a"]]
+)
+def test_order_breakers_accepts_the_answer_in_any_reasonable_form(answer):
+    feedback = check_order_breakers(answer)
+    assert isinstance(feedback, Feedback) and feedback.ok, feedback
+
+
+def _raising():
+    yield "a"
+    raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        None,
+        ...,
+        5,
+        3.5,
+        math.nan,
+        float("inf"),
+        [1, 2],
+        [None],
+        ["z"],
+        ["a", "zz"],
+        "",
+        [],
+        torch.tensor([1.0]),
+        _raising(),
+        object(),
+        ["a", "d"],
+        ["a", "b", "d", "f"],
+        list("abcdef"),
+    ],
+)
+def test_order_breakers_never_raises_and_never_passes_a_wrong_answer(answer):
+    feedback = check_order_breakers(answer)
+    assert isinstance(feedback, Feedback) and not feedback.ok
+    assert feedback.message
+
+
+def test_order_breakers_names_each_wrong_or_missing_option():
+    for letter in ORDER_CHANGES:
+        chosen = {"a", "d", "f"} ^ {letter}  # flip one option
+        feedback = check_order_breakers(sorted(chosen))
+        assert not feedback.ok and f"({letter})" in feedback.message, (letter, feedback)
+    assert "not among the options" in check_order_breakers(["a", "q"]).message
+    assert "Not answered" in check_order_breakers(None).message
+
+
+# ---- the facts behind the answer: which changes break permutation equivariance ----
+
+GEN = torch.Generator().manual_seed(0)
+X = torch.randn(2, 9, 16, generator=GEN, dtype=torch.float64)
+PERM = torch.randperm(9, generator=GEN)
+
+
+def _gap(f, x=X):
+    """max |f(permuted x) − permuted f(x)| over tokens (0 for an equivariant f)."""
+    with torch.no_grad():
+        return (f(x[:, PERM]) - f(x)[:, PERM]).abs().max().item()
+
+
+def _attention(causal):
+    def f(x):
+        h = x[:, None]  # one head
+        return F.scaled_dot_product_attention(h, h, h, is_causal=causal)[:, 0]
+
+    return f
+
+
+def test_facts_causal_mask_breaks_equivariance_unmasked_keeps_it():  # (a)
+    assert _gap(_attention(False)) < 1e-12
+    assert _gap(_attention(True)) > 0.01
+
+
+def test_facts_pooling_layer_norm_and_mlp_keep_order_blind():  # (b), (c), (e)
+    tokens = torch.randint(0, 10, (2, 9), generator=GEN)
+    torch.manual_seed(0)
+    pooled = ToyTransformer(10, 4, scheme="none", pooled=True).double()
+    with torch.no_grad():
+        assert (pooled(tokens[:, PERM]) - pooled(tokens)).abs().max().item() < 1e-12  # invariant
+    assert _gap(nn.LayerNorm(16).double()) < 1e-12
+    wide_mlp = nn.Sequential(nn.Linear(16, 128), nn.GELU(), nn.Linear(128, 16)).double()
+    assert _gap(wide_mlp) < 1e-12
+
+
+@pytest.mark.parametrize("scheme", ["sinusoidal", "rotary"])
+def test_facts_positions_break_equivariance(scheme):  # (d), (f)
+    tokens = torch.randint(0, 10, (2, 9), generator=GEN)
+    torch.manual_seed(0)
+    model = ToyTransformer(10, 4, scheme=scheme).double()
+    with torch.no_grad():
+        assert (model(tokens[:, PERM]) - model(tokens)[:, PERM]).abs().max().item() > 0.01
+    torch.manual_seed(0)
+    plain = ToyTransformer(10, 4, scheme="none").double()
+    with torch.no_grad():
+        assert (plain(tokens[:, PERM]) - plain(tokens)[:, PERM]).abs().max().item() < 1e-12

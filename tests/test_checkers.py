@@ -45,7 +45,6 @@ SETTINGS: dict[str, dict] = {
         "answers": ["exception", "numbers"],
         "good": {"exception": ValueError, "numbers": [20, 12]},
     },
-    "check_failing_lengths": {},
     "check_rotate_half": {},
     "check_to_half_layout": {},
     "check_score_prediction": {"kwargs": {"q": _q, "k": _k, "m": 50, "n": 40}},
@@ -352,7 +351,6 @@ CORRECT = {
     "check_return_offset": torch.tensor(44),
     "check_learned_module": LearnedPositionalEmbedding,
     "check_predicted_error": ValueError,
-    "check_failing_lengths": np.array([13, 24]),
     "check_rotate_half": _rotate_half,
     "check_to_half_layout": _to_half,
     "check_score_prediction": None,  # filled below (needs apply_rope)

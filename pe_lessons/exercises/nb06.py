@@ -13,7 +13,6 @@ from ._feedback import Feedback, as_integer, attempt, checker, describe_error, f
 __all__ = [
     "check_learned_module",
     "check_predicted_error",
-    "check_failing_lengths",
     "ORDER_CHANGES",
     "check_order_breakers",
 ]
@@ -146,32 +145,6 @@ def check_predicted_error(exception: type | None, numbers: Iterable[int] | None,
     return failed(f"The message names the sequence length and the table's max_len; you gave {sorted(numbers)}.")
 
 
-@checker
-def check_failing_lengths(answer: Iterable[int] | None, lengths: Iterable[int] = (6, 11, 12, 13, 24), *, max_len: int = 12) -> Feedback:
-    """Check which of ``lengths`` a learned table with ``max_len`` rows refuses (those > ``max_len``)."""
-    if _is_placeholder(answer):
-        return not_done()
-    chosen = _int_set(answer)
-    if chosen is None:
-        return failed("Answer with a list of lengths (integers), e.g. [24].")
-    lengths = list(lengths)
-    want = {n for n in lengths if n > max_len}
-    if chosen == want:
-        return passed(f"Lengths {sorted(want)} fail: positions 0 … {max_len - 1} have rows, so any length up to {max_len} works.")
-    if chosen == want | {max_len}:
-        return failed(f"Length {max_len} fits: it uses positions 0 … {max_len - 1}, exactly the {max_len} rows. Off by one.")
-    if chosen == {n for n in lengths if n > max_len + 1}:
-        return failed(f"Length {max_len + 1} already fails: it needs position {max_len}, and rows stop at {max_len - 1}.")
-    extra = sorted(chosen - want)
-    missing = sorted(want - chosen)
-    parts = []
-    if extra:
-        parts.append(f"{extra} fit in the table")
-    if missing:
-        parts.append(f"{missing} do not")
-    return failed("Not quite: " + "; ".join(parts) + f" (the table has rows for positions 0 … {max_len - 1}).")
-
-
 #: Changes to the position-free toy model of notebook 06 (bidirectional attention, per-token outputs).
 #: Exercise: which of them make a token's output depend on the order of the input tokens?
 ORDER_CHANGES = {
@@ -195,6 +168,7 @@ _ORDER_WHY = {
 }
 
 
+@checker
 def check_order_breakers(answer: object) -> Feedback:
     """Check which of :data:`ORDER_CHANGES` make the position-free model's per-token outputs depend on
     token order (break permutation equivariance): ``a`` (causal mask), ``d`` (added positions) and

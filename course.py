@@ -2,7 +2,7 @@
 """One entry point for the course: set up, open, test, re-execute.
 
     python3 course.py lab        set up .venv (what a student needs) and open the course in JupyterLab
-    python3 course.py test       set up .venv with the test tools and run every test (pytest + strict nbval)
+    python3 course.py test       set up .venv with the test tools and run every test (ruff, pytest + strict nbval)
     python3 course.py setup      only set up .venv (--dev: with the test tools)
     python3 course.py execute    re-execute notebooks (and solutions) in place, in fresh kernels
     python3 course.py sync       regenerate each notebook's Colab badge and setup cell
@@ -33,14 +33,20 @@ NOTEBOOKS = ROOT / "notebooks"
 STAMP = VENV / ".pe-lessons-setup"
 SETUP_INPUTS = ["requirements.txt", "requirements-dev.txt", "constraints.txt", "pyproject.toml"]
 NOTEBOOK_TIMEOUT_S = 300
-NBVAL_ARGS = ["--nbval", "--nbval-current-env", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg",
-              "--nbval-cell-timeout", str(NOTEBOOK_TIMEOUT_S)]
+NBVAL_ARGS = [
+    "--nbval",
+    "--nbval-current-env",
+    "--nbval-sanitize-with",
+    "tests/nbval_sanitize.cfg",
+    "--nbval-cell-timeout",
+    str(NOTEBOOK_TIMEOUT_S),
+]
 # What each environment holds, for the message before pip runs (download sizes are rough).
 WHAT = {
     "student": "the course: torch (the big one: about 200 MB as a CPU build, 2+ GB with CUDA on Linux from PyPI), "
-               "numpy, pandas, Altair + vl-convert (~30 MB), ipywidgets, JupyterLab (~30 MB)",
+    "numpy, pandas, Altair + vl-convert (~30 MB), ipywidgets, JupyterLab (~30 MB)",
     "dev": "the course plus the test tools: pytest, hypothesis, nbval, Playwright (~40 MB), transformers (~12 MB), "
-           "ruff",
+    "ruff",
 }
 
 
@@ -76,10 +82,20 @@ def setup(pinned: bool = True, dev: bool = False) -> Path:
         print(f"Creating a virtual environment in {VENV.name}/ ...", flush=True)
         if run([sys.executable, "-m", "venv", VENV]) != 0:
             sys.exit("could not create the virtual environment (on Debian/Ubuntu: sudo apt install python3-venv)")
-    print(f"Installing into {VENV.name}/ {WHAT[kind]}.\nThe first time takes a few minutes (pip's progress follows); "
-          "later runs reuse it.", flush=True)
-    cmd: list[str | Path] = [python, "-m", "pip", "install", "--disable-pip-version-check",
-                             "-r", "requirements-dev.txt" if kind == "dev" else "requirements.txt"]
+    print(
+        f"Installing into {VENV.name}/ {WHAT[kind]}.\nThe first time takes a few minutes (pip's progress follows); "
+        "later runs reuse it.",
+        flush=True,
+    )
+    cmd: list[str | Path] = [
+        python,
+        "-m",
+        "pip",
+        "install",
+        "--disable-pip-version-check",
+        "-r",
+        "requirements-dev.txt" if kind == "dev" else "requirements.txt",
+    ]
     if pinned:
         cmd += ["-c", "constraints.txt"]
     cmd += ["-e", "."]
@@ -96,7 +112,8 @@ def lab_settings(venv: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     settings = json.loads(path.read_text()) if path.exists() else {}
     settings.setdefault("@jupyterlab/apputils-extension:notification", {}).update(
-        {"fetchNews": "false", "checkForUpdates": False})
+        {"fetchNews": "false", "checkForUpdates": False}
+    )
     path.write_text(json.dumps(settings, indent=2) + "\n")
 
 
@@ -143,6 +160,11 @@ def cmd_test(args: argparse.Namespace) -> int:
     """pytest; with no notebooks named, tests/test_wheel.py replays every notebook from the built wheel."""
     python = setup(pinned=not args.unpinned, dev=True)
     targets = [shown(p) for p in notebooks(args.notebooks)] if args.notebooks else ["tests"]
+    if not args.notebooks:  # lint and format first: package, tests, tools, course.py and the notebooks
+        for check in (["check", "."], ["format", "--check", "."]):
+            if (code := run([python, "-m", "ruff", *check])) != 0:
+                print("ruff found problems: `python -m ruff check --fix . && python -m ruff format .` fixes most")
+                return code
     return run([python, "-m", "pytest", *targets, *NBVAL_ARGS, "-p", "no:cacheprovider", *args.extra], env=course_env())
 
 

@@ -30,9 +30,7 @@ def check_d_model(value: object, name: str = "d_model") -> int:
     """A model (or head) width: a positive even integer, so features pair up."""
     value = check_int(name, value)
     if value <= 0 or value % 2:
-        raise ValueError(
-            f"{name} must be a positive even integer (features come in sin/cos pairs), got {value}"
-        )
+        raise ValueError(f"{name} must be a positive even integer (features come in sin/cos pairs), got {value}")
     return value
 
 
@@ -51,9 +49,7 @@ def check_float_dtype(value: object, name: str = "dtype") -> torch.dtype:
     if not isinstance(value, torch.dtype):
         raise TypeError(f"{name} must be a torch.dtype, got {value!r}")
     if value not in FLOAT_DTYPES:
-        raise TypeError(
-            f"{name} must be a floating dtype (float16, bfloat16, float32 or float64), got {value}"
-        )
+        raise TypeError(f"{name} must be a floating dtype (float16, bfloat16, float32 or float64), got {value}")
     return value
 
 
@@ -67,8 +63,7 @@ def check_float_tensor(name: str, value: object) -> torch.Tensor:
     value = check_tensor(name, value)
     if value.dtype not in FLOAT_DTYPES:
         raise TypeError(
-            f"{name} must hold floating values (float16, bfloat16, float32 or float64), "
-            f"got dtype {value.dtype}"
+            f"{name} must hold floating values (float16, bfloat16, float32 or float64), got dtype {value.dtype}"
         )
     return value
 

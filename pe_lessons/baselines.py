@@ -41,10 +41,14 @@ def loop_table(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tenso
     max_len = check_int("max_len", max_len, minimum=0)
     d_model = check_d_model(d_model)
     check_fits("max_len × d_model", (max_len, d_model), 32, what="the table as Python lists of floats")
-    return torch.tensor([pe_formula(pos, d_model, base) for pos in range(max_len)], dtype=torch.float32).reshape(max_len, d_model)
+    return torch.tensor([pe_formula(pos, d_model, base) for pos in range(max_len)], dtype=torch.float32).reshape(
+        max_len, d_model
+    )
 
 
-def textbook_table(max_len: int, d_model: int, base: float = 10000.0, *, device: torch.device | str | None = None) -> torch.Tensor:
+def textbook_table(
+    max_len: int, d_model: int, base: float = 10000.0, *, device: torch.device | str | None = None
+) -> torch.Tensor:
     r"""The common tutorial code: float32 angles ``pos·ω_i``, then ``sin``/``cos`` into strided columns.
 
     Fast, but a float32 angle near ``pos = 65536`` is only known to ``≈ pos·6e-8``
@@ -63,14 +67,18 @@ def textbook_table(max_len: int, d_model: int, base: float = 10000.0, *, device:
     return pe
 
 
-def float64_angles_table(max_len: int, d_model: int, base: float = 10000.0, *, device: torch.device | str | None = None) -> torch.Tensor:
+def float64_angles_table(
+    max_len: int, d_model: int, base: float = 10000.0, *, device: torch.device | str | None = None
+) -> torch.Tensor:
     """Angles, sin and cos in float64, rounded once to float32: accurate, but float64 math is slow."""
     max_len = check_int("max_len", max_len, minimum=0)
     d_model = check_d_model(d_model)
     base = check_base(base)
     device = check_device(device)
     check_fits("max_len × d_model", (max_len, d_model), torch.float64, what="the float64 table")
-    angles = torch.arange(max_len, dtype=torch.float64, device=device)[:, None] * inverse_frequencies(d_model, base).to(device)
+    angles = torch.arange(max_len, dtype=torch.float64, device=device)[:, None] * inverse_frequencies(d_model, base).to(
+        device
+    )
     return torch.stack((torch.sin(angles), torch.cos(angles)), dim=-1).flatten(-2).to(torch.float32)
 
 
@@ -80,7 +88,9 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x2, x1), dim=-1)
 
 
-def hf_cos_sin(seq_len: int, head_dim: int, base: float = 10000.0, *, device: torch.device | str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def hf_cos_sin(
+    seq_len: int, head_dim: int, base: float = 10000.0, *, device: torch.device | str | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Hugging Face's precomputed ``cos``/``sin`` of shape ``[seq_len, head_dim]`` (half layout, float32).
 
     ``θ_i = base^(-2i/head_dim)``; the angles ``pos·θ_i`` are repeated for both halves.
@@ -115,7 +125,9 @@ def rope_reference(x: torch.Tensor, layout: str = "interleaved", base: float = 1
     if layout not in ("interleaved", "half"):
         raise ValueError(f'layout must be "interleaved" or "half", got {layout!r}')
     seq, head_dim = x.shape[-2], check_d_model(x.shape[-1], "x.shape[-1] (head_dim)")
-    angles = torch.arange(seq, dtype=torch.float64, device=x.device)[:, None] * inverse_frequencies(head_dim, base).to(x.device)
+    angles = torch.arange(seq, dtype=torch.float64, device=x.device)[:, None] * inverse_frequencies(head_dim, base).to(
+        x.device
+    )
     cos, sin = angles.cos(), angles.sin()
     if layout == "interleaved":
         a, b = x[..., 0::2], x[..., 1::2]

@@ -85,8 +85,18 @@ __all__ = [
 
 #: Keys of every result row.
 COLUMNS = (
-    "suite", "device", "threads", "size", "variant", "median_ms", "baseline", "ratio",
-    "gbps", "speedup_vs_hf", "max_abs_error", "note",
+    "suite",
+    "device",
+    "threads",
+    "size",
+    "variant",
+    "median_ms",
+    "baseline",
+    "ratio",
+    "gbps",
+    "speedup_vs_hf",
+    "max_abs_error",
+    "note",
 )
 #: Sinusoidal tables ``(max_len, d_model)``: a small size and the issue's large size.
 SIN_SIZES = ((256, 64), (65536, 64))
@@ -198,17 +208,17 @@ def bench_sinusoidal(
         cells = max_len * d_model
         x = torch.rand(max_len, d_model, generator=gen).to(device)
         builders: dict[str, Callable[[], torch.Tensor]] = {
-            "textbook (float32 angles)": lambda: textbook_table(max_len, d_model, device=device),
-            "float64 angles": lambda: float64_angles_table(max_len, d_model, device=device),
-            "pe_lessons sinusoidal_table": lambda: sinusoidal_table(max_len, d_model, device=device),
+            "textbook (float32 angles)": lambda n=max_len, d=d_model: textbook_table(n, d, device=device),
+            "float64 angles": lambda n=max_len, d=d_model: float64_angles_table(n, d, device=device),
+            "pe_lessons sinusoidal_table": lambda n=max_len, d=d_model: sinusoidal_table(n, d, device=device),
         }
         fns: dict[str, Callable[[], object]] = {}
         loop_row = _row("sinusoidal", device, threads, size, "python loop")
         if device.type == "cpu" and cells <= loop_max_cells:
-            fns["python loop"] = lambda: loop_table(max_len, d_model)
+            fns["python loop"] = lambda n=max_len, d=d_model: loop_table(n, d)
         fns.update(builders)
-        fns["torch.sin (baseline)"] = lambda: torch.sin(x)
-        fns["clone"] = lambda: x.clone()
+        fns["torch.sin (baseline)"] = lambda x=x: torch.sin(x)
+        fns["clone"] = lambda x=x: x.clone()
         times = measure(fns, device=device, threads=threads, min_run_time=min_run_time, rounds=rounds, stat=stat)
         exact = sinusoidal_table(max_len, d_model, dtype=torch.float64)
         if "python loop" in times:
@@ -295,7 +305,7 @@ def bench_rope(
             else:
                 variants[cname] = (compiled, args, layout)
         fns = {name: (lambda fn=fn, args=args: fn(*args)) for name, (fn, args, _) in variants.items()}
-        fns["clone"] = lambda: x.clone()
+        fns["clone"] = lambda x=x: x.clone()
         times = measure(fns, device=device, threads=threads, min_run_time=min_run_time, rounds=rounds, stat=stat)
         block: list[dict] = []
         order = ["HF eager x*cos + rotate_half(x)*sin", "apply_rope interleaved", "apply_rope half"]
@@ -421,25 +431,46 @@ def keep_freed_memory() -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pe_lessons.bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", choices=["cpu", "cuda", "all"], default="all",
-                        help="where to run: cpu, cuda, or all (the CPU, then the GPU when one is present; default)")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads for every timing (default: torch's current count)")
+    parser.add_argument(
+        "--device",
+        choices=["cpu", "cuda", "all"],
+        default="all",
+        help="where to run: cpu, cuda, or all (the CPU, then the GPU when one is present; default)",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=None, help="CPU threads for every timing (default: torch's current count)"
+    )
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one short round: a smoke run, not figures")
-    parser.add_argument("--compile", choices=["auto", "on", "off"], default="auto",
-                        help="torch.compile'd RoPE variants: auto = on, except with --quick (default); on; off. "
-                             "On a CPU the first compile with an empty cache takes about 15 s")
-    parser.add_argument("--rounds", type=int, default=None, help="interleaved timing rounds (default 3; 1 with --quick)")
-    parser.add_argument("--stat", choices=["median", "min"], default="median",
-                        help="across rounds: median (default) or min, the least disturbed round (steadier on a busy machine)")
-    parser.add_argument("--keep-memory", action="store_true",
-                        help="CPU: keep freed memory in the process (glibc mallopt), so eager formulas pay no page "
-                             "faults for fresh intermediates (as with a GPU's caching allocator)")
+    parser.add_argument(
+        "--compile",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="torch.compile'd RoPE variants: auto = on, except with --quick (default); on; off. "
+        "On a CPU the first compile with an empty cache takes about 15 s",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="interleaved timing rounds (default 3; 1 with --quick)"
+    )
+    parser.add_argument(
+        "--stat",
+        choices=["median", "min"],
+        default="median",
+        help="across rounds: median (default) or min, the least disturbed round (steadier on a busy machine)",
+    )
+    parser.add_argument(
+        "--keep-memory",
+        action="store_true",
+        help="CPU: keep freed memory in the process (glibc mallopt), so eager formulas pay no page "
+        "faults for fresh intermediates (as with a GPU's caching allocator)",
+    )
     args = parser.parse_args(argv)
     if args.threads is not None and args.threads < 1:
         parser.error("--threads must be >= 1")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA GPU is available here")
-    devices = {"cpu": ["cpu"], "cuda": ["cuda"], "all": ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])}[args.device]
+    devices = {"cpu": ["cpu"], "cuda": ["cuda"], "all": ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])}[
+        args.device
+    ]
     compile_flag = {"auto": not args.quick, "on": True, "off": False}[args.compile]
     timing = dict(min_run_time=0.02, rounds=1) if args.quick else dict(min_run_time=0.1, rounds=3)
     if args.rounds is not None:
@@ -451,13 +482,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"torch {torch.__version__}; CPU: {cpu_name()}, {torch.get_num_threads()} threads available")
     if args.keep_memory:
         kept = keep_freed_memory()
-        print("allocator: freed memory kept in the process (--keep-memory)" if kept
-              else "allocator: --keep-memory needs glibc; not applied")
+        print(
+            "allocator: freed memory kept in the process (--keep-memory)"
+            if kept
+            else "allocator: --keep-memory needs glibc; not applied"
+        )
     else:
         print("allocator: default (glibc returns large freed blocks to the OS; see --keep-memory)")
     load = _load()
     if load is not None and load > (os.cpu_count() or 1):
-        print(f"warning: the machine is busy (load average {load:.1f} on {os.cpu_count()} cores): timings are unreliable")
+        print(
+            f"warning: the machine is busy (load average {load:.1f} on {os.cpu_count()} cores): timings are unreliable"
+        )
     if torch.cuda.is_available():
         print(f"GPU: {torch.cuda.get_device_name()}")
     elif args.device == "all":
@@ -472,9 +508,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\nIssue targets (CPU, large sizes):")
         for t in check_targets([r for r in rows if r["device"] == "cpu"]):
             verdict = {True: "met", False: "NOT met", None: "not measured"}[t["met"]]
-            print(f"  {t['target']:<52} measured {_fmt(t['measured'], 'err' if 'error' in t['target'] else 'x'):>8}  {verdict}")
+            print(
+                f"  {t['target']:<52} measured {_fmt(t['measured'], 'err' if 'error' in t['target'] else 'x'):>8}  {verdict}"
+            )
     load_end = _load()
-    print(f"\ntotal {time.perf_counter() - start:.1f} s" + (f"; load average {load:.1f} at start, {load_end:.1f} at end" if load is not None and load_end is not None else ""))
+    print(
+        f"\ntotal {time.perf_counter() - start:.1f} s"
+        + (
+            f"; load average {load:.1f} at start, {load_end:.1f} at end"
+            if load is not None and load_end is not None
+            else ""
+        )
+    )
     return 0
 
 

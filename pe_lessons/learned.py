@@ -81,7 +81,7 @@ class LearnedPositionalEmbedding(nn.Module):
             )
         return x + self.weight[:seq].to(x.dtype)
 
-    def extended(self, max_len: int, *, generator: torch.Generator | None = None) -> "LearnedPositionalEmbedding":
+    def extended(self, max_len: int, *, generator: torch.Generator | None = None) -> LearnedPositionalEmbedding:
         """A copy with ``max_len`` rows: the trained rows, then fresh ``N(0, init_std²)`` rows.
 
         The new rows have never seen a gradient: the model runs at the longer length,

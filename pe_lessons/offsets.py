@@ -112,7 +112,9 @@ def _positions(name: str, value: object) -> torch.Tensor:
         return value.detach().to("cpu", torch.int64)
     if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
         return torch.tensor([check_int(f"{name}[{j}]", v) for j, v in enumerate(value)], dtype=torch.int64)
-    raise TypeError(f"{name} must be an int n (positions 0 … n-1) or a 1-D sequence of integer positions, got {value!r}")
+    raise TypeError(
+        f"{name} must be an int n (positions 0 … n-1) or a 1-D sequence of integer positions, got {value!r}"
+    )
 
 
 def offset_similarity(offsets: object, d_model: int, base: float = 10000.0) -> torch.Tensor:

@@ -27,8 +27,24 @@ def _tensors(value: object) -> list[torch.Tensor]:
 
 _ALLOCATORS = {"empty", "empty_like", "empty_strided", "new_empty"}
 #: Python's augmented assignments (``x += y`` …): in place, unlike ``__invert__`` or ``__index__``.
-_INPLACE_DUNDERS = {f"__i{op}__" for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow",
-                                             "matmul", "and", "or", "xor", "lshift", "rshift")}
+_INPLACE_DUNDERS = {
+    f"__i{op}__"
+    for op in (
+        "add",
+        "sub",
+        "mul",
+        "truediv",
+        "floordiv",
+        "mod",
+        "pow",
+        "matmul",
+        "and",
+        "or",
+        "xor",
+        "lshift",
+        "rshift",
+    )
+}
 
 
 def _nbytes(tensors: Iterable[torch.Tensor]) -> int:
@@ -48,8 +64,14 @@ class _OpRecorder(torch.overrides.TorchFunctionMode):
         if name == "__setitem__":  # t[index] = value: writes the indexed part of t
             target = args[0][args[1]]
             value = _tensors(args[2:])
-            self.ops.append({"op": "setitem", "kernel": True, "read_bytes": _nbytes(value),
-                             "write_bytes": target.numel() * target.element_size()})
+            self.ops.append(
+                {
+                    "op": "setitem",
+                    "kernel": True,
+                    "read_bytes": _nbytes(value),
+                    "write_bytes": target.numel() * target.element_size(),
+                }
+            )
             return out
         outputs = _tensors(out)
         if not outputs:
@@ -62,12 +84,14 @@ class _OpRecorder(torch.overrides.TorchFunctionMode):
         else:  # a view shares its input's memory: no data moves
             in_ptrs = {t.untyped_storage().data_ptr() for t in inputs}
             kernel = not all(t.untyped_storage().data_ptr() in in_ptrs for t in outputs)
-        self.ops.append({
-            "op": name.strip("_") + ("_" if in_place and not name.startswith("__") else ""),
-            "kernel": kernel,
-            "read_bytes": _nbytes(inputs) if kernel else 0,
-            "write_bytes": _nbytes(outputs) if kernel else 0,
-        })
+        self.ops.append(
+            {
+                "op": name.strip("_") + ("_" if in_place and not name.startswith("__") else ""),
+                "kernel": kernel,
+                "read_bytes": _nbytes(inputs) if kernel else 0,
+                "write_bytes": _nbytes(outputs) if kernel else 0,
+            }
+        )
         return out
 
 

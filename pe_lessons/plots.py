@@ -228,8 +228,13 @@ def dimension_lines(
     if how == "minmax":
         return (
             chart.mark_area(opacity=0.6, interpolate="step-after")
-            .encode(x=x, y=alt.Y("min:Q", title="value"), y2=alt.Y2("max:Q"), color=color,
-                    tooltip=["pos", "dimension", "min", "max"])
+            .encode(
+                x=x,
+                y=alt.Y("min:Q", title="value"),
+                y2=alt.Y2("max:Q"),
+                color=color,
+                tooltip=["pos", "dimension", "min", "max"],
+            )
             .properties(width=width, height=height)
         )
     return (
@@ -277,12 +282,16 @@ def wavelength_chart(
     if threshold is not None:
         frame["period"] = ["≤ threshold" if w <= threshold else "> threshold" for w in frame["wavelength"]]
         color = alt.Color(
-            "period:N", title=f"λ vs {threshold:g}", scale=alt.Scale(domain=["≤ threshold", "> threshold"], range=["#f58518", "#4c78a8"])
+            "period:N",
+            title=f"λ vs {threshold:g}",
+            scale=alt.Scale(domain=["≤ threshold", "> threshold"], range=["#f58518", "#4c78a8"]),
         )
         tooltip.append("period")
     points = alt.Chart(frame).mark_point(filled=True).encode(x=x, y=y, color=color, tooltip=tooltip)
     line = alt.Chart(frame).mark_line(color="#4c78a8", opacity=0.4).encode(x=x, y=y)
-    rules = pd.DataFrame({"wavelength": [round(2 * math.pi, DECIMALS), round(2 * math.pi * base, DECIMALS)], "label": ["2π", "2π·base"]})
+    rules = pd.DataFrame(
+        {"wavelength": [round(2 * math.pi, DECIMALS), round(2 * math.pi * base, DECIMALS)], "label": ["2π", "2π·base"]}
+    )
     if threshold is not None:
         rules.loc[len(rules)] = [round(float(threshold), DECIMALS), f"threshold {threshold:g}"]
     rule_base = alt.Chart(rules).encode(y=y)
@@ -395,8 +404,18 @@ def offset_curve(
     ``scores`` maps a curve name to a 1-D tensor with one value per entry of ``offsets``.
     """
     offsets = check_tensor("offsets", offsets).detach().reshape(-1).cpu()
-    return _lines(offsets, scores, fields=("k", "score", "curve"), names=("offsets", "scores"), title=title,
-                  x_title=x_title, y_title=y_title, log_x=False, width=width, height=height)
+    return _lines(
+        offsets,
+        scores,
+        fields=("k", "score", "curve"),
+        names=("offsets", "scores"),
+        title=title,
+        x_title=x_title,
+        y_title=y_title,
+        log_x=False,
+        width=width,
+        height=height,
+    )
 
 
 def decay_chart(
@@ -418,8 +437,18 @@ def decay_chart(
     distance = check_tensor("distance", distance).detach().to("cpu", torch.float64).reshape(-1)
     if log_x and bool((distance <= 0).any()):
         raise ValueError("a log axis needs distances > 0; pass log_x=False or drop distance 0")
-    return _lines(distance, curves, fields=("distance", "value", "line"), names=("distances", "curves"), title=title,
-                  x_title=x_title, y_title=y_title, log_x=log_x, width=width, height=height)
+    return _lines(
+        distance,
+        curves,
+        fields=("distance", "value", "line"),
+        names=("distances", "curves"),
+        title=title,
+        x_title=x_title,
+        y_title=y_title,
+        log_x=log_x,
+        width=width,
+        height=height,
+    )
 
 
 def training_curves(
@@ -520,8 +549,10 @@ def roofline(
     x = alt.X("intensity:Q", title="arithmetic intensity (FLOP / byte)", scale=alt.Scale(type="log"))
     y = alt.Y("gflops:Q", title="GFLOP/s", scale=alt.Scale(type="log"))
     line = alt.Chart(roof).mark_line(color="gray").encode(x=x, y=y)
-    dots = alt.Chart(data).mark_point(filled=True, size=70).encode(
-        x=x, y=y, color=alt.Color("op:N", title="op"), tooltip=["op", "intensity", "gflops"]
+    dots = (
+        alt.Chart(data)
+        .mark_point(filled=True, size=70)
+        .encode(x=x, y=y, color=alt.Color("op:N", title="op"), tooltip=["op", "intensity", "gflops"])
     )
     labels = alt.Chart(data).mark_text(align="left", dx=7, dy=-7).encode(x=x, y=y, text="op:N")
     return alt.layer(line, dots, labels, title=title).properties(width=width, height=height)

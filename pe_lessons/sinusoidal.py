@@ -173,8 +173,9 @@ def _angle_addition_table(max_len: int, d_model: int, base: float, device: torch
     return _combine(sin_f, cos_f, sin_c, cos_c, max_len)
 
 
-def _combine(sin_f: torch.Tensor, cos_f: torch.Tensor, sin_c: torch.Tensor, cos_c: torch.Tensor,
-             max_len: int) -> torch.Tensor:
+def _combine(
+    sin_f: torch.Tensor, cos_f: torch.Tensor, sin_c: torch.Tensor, cos_c: torch.Tensor, max_len: int
+) -> torch.Tensor:
     """Rows ``qB + r`` from the sub-tables, by angle addition, on the sub-tables' device (eager)."""
     n_blocks, half = sin_c.shape
     block = sin_f.shape[0]
@@ -271,8 +272,9 @@ class SinusoidalPositionalEncoding(nn.Module):
         after = self.table.dtype
         if after != before:
             want = torch.float64 if after == torch.float64 else torch.float32
-            self.table = sinusoidal_table(self.max_len, self.d_model, base=self.base, dtype=want,
-                                          device=self.table.device)
+            self.table = sinusoidal_table(
+                self.max_len, self.d_model, base=self.base, dtype=want, device=self.table.device
+            )
         return module
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -280,10 +282,10 @@ class SinusoidalPositionalEncoding(nn.Module):
         seq = x.shape[1]
         if seq > self.max_len or self.table.device != x.device:
             rows = max(self.max_len, 1 << (seq - 1).bit_length())
-            check_fits("x.shape[1] (the sequence length)", (rows, self.d_model), self.table.dtype,
-                       what="the grown table")
-            self.table = sinusoidal_table(rows, self.d_model, base=self.base, dtype=self.table.dtype,
-                                          device=x.device)
+            check_fits(
+                "x.shape[1] (the sequence length)", (rows, self.d_model), self.table.dtype, what="the grown table"
+            )
+            self.table = sinusoidal_table(rows, self.d_model, base=self.base, dtype=self.table.dtype, device=x.device)
         return self.dropout(x + self.table[:seq].to(x.dtype))
 
     def extra_repr(self) -> str:

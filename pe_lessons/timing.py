@@ -98,7 +98,9 @@ def measure(
     return {name: reduce(times) for name, times in per_round.items()}
 
 
-def try_compile(fn: Callable[..., torch.Tensor], *example_args: object) -> tuple[Callable[..., torch.Tensor] | None, str]:
+def try_compile(
+    fn: Callable[..., torch.Tensor], *example_args: object
+) -> tuple[Callable[..., torch.Tensor] | None, str]:
     """``torch.compile(fn)`` and one call on ``example_args``; ``(None, reason)`` if either fails.
 
     The first call is where compilation happens (seconds to tens of seconds on a CPU,

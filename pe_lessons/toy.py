@@ -176,9 +176,7 @@ class MultiHeadSelfAttention(nn.Module):
         d_model = check_d_model(d_model)
         n_heads = check_int("n_heads", n_heads, minimum=1)
         if d_model % n_heads or (d_model // n_heads) % 2:
-            raise ValueError(
-                f"n_heads must split d_model={d_model} into heads of even width, got n_heads={n_heads}"
-            )
+            raise ValueError(f"n_heads must split d_model={d_model} into heads of even width, got n_heads={n_heads}")
         if not isinstance(causal, bool):
             raise TypeError(f"causal must be True or False, got {causal!r}")
         self.n_heads, self.head_dim = n_heads, d_model // n_heads

@@ -155,7 +155,9 @@ def paper(max_len: int, d_model: int, base: float = 10000.0, *, dtype: torch.dty
     return sinusoidal_table(max_len, d_model, base=base, dtype=dtype)
 
 
-def concat_halves(max_len: int, d_model: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def concat_halves(
+    max_len: int, d_model: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
     """``[sin(p ω_0) … sin(p ω_{h-1}) | cos(p ω_0) … cos(p ω_{h-1})]`` with the paper's ``ω_i``.
 
     A convention, not a bug (TensorFlow's Transformer tutorial): ``paper(…)[:, P]`` with
@@ -164,7 +166,9 @@ def concat_halves(max_len: int, d_model: int, base: float = 10000.0, *, dtype: t
     return _build("concat_halves", max_len, d_model, base, dtype)
 
 
-def tensor2tensor(max_len: int, d_model: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def tensor2tensor(
+    max_len: int, d_model: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
     """Concatenated halves with ``ω_i = exp(-i·ln(base)/(h-1))``, ``h = d/2`` (tensor2tensor, fairseq).
 
     The frequencies still run from 1 to exactly ``1/base`` but with ratio ``base^{-1/(h-1)}``
@@ -179,17 +183,23 @@ def sin_only(max_len: int, d_model: int, base: float = 10000.0, *, dtype: torch.
     return _build("sin_only", max_len, d_model, base, dtype)
 
 
-def doubled_exponent(max_len: int, d_model: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def doubled_exponent(
+    max_len: int, d_model: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
     """Bug: ``for i in range(0, d_model, 2)`` with exponent ``2*i/d_model``: pair ``k`` gets ``base^{-4k/d}``."""
     return _build("doubled_exponent", max_len, d_model, base, dtype)
 
 
-def column_exponent(max_len: int, d_model: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def column_exponent(
+    max_len: int, d_model: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
     """Bug: column ``j`` uses exponent ``2j/d``: ``sin(p·base^{-4i/d})`` next to ``cos(p·base^{-(4i+2)/d})``."""
     return _build("column_exponent", max_len, d_model, base, dtype)
 
 
-def shifted_cos_exponent(max_len: int, d_model: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def shifted_cos_exponent(
+    max_len: int, d_model: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
     """Bug: the cos column uses exponent ``(2i+1)/d``: ``cos(p·base^{-(2i+1)/d})`` next to ``sin(p ω_i)``."""
     return _build("shifted_cos_exponent", max_len, d_model, base, dtype)
 

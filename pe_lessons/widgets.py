@@ -134,24 +134,67 @@ class Explorer(widgets.VBox):
         self._busy = False
         style = {"description_width": "initial"}
         layout = widgets.Layout(width="48%")
-        self.d_model = widgets.IntSlider(value=d_model, min=2, max=max_d_model, step=2, description="d_model",
-                                         continuous_update=False, style=style, layout=layout)
-        self.base = widgets.FloatLogSlider(value=base, base=10, min=1, max=7, step=0.25, description="base",
-                                           continuous_update=False, style=style, layout=layout, readout_format=",.0f")
-        self.start = widgets.IntSlider(value=p0, min=0, max=max_position - 1, description="first pos",
-                                       continuous_update=False, style=style, layout=layout)
-        self.length = widgets.SelectionSlider(options=_lengths(max_position, p1 - p0), value=p1 - p0,
-                                              description="positions shown", continuous_update=False,
-                                              style=style, layout=layout)
-        self.columns = widgets.IntRangeSlider(value=(c0, c1), min=0, max=d_model, description="dimension [from, to)",
-                                              continuous_update=False, style=style, layout=layout)
+        self.d_model = widgets.IntSlider(
+            value=d_model,
+            min=2,
+            max=max_d_model,
+            step=2,
+            description="d_model",
+            continuous_update=False,
+            style=style,
+            layout=layout,
+        )
+        self.base = widgets.FloatLogSlider(
+            value=base,
+            base=10,
+            min=1,
+            max=7,
+            step=0.25,
+            description="base",
+            continuous_update=False,
+            style=style,
+            layout=layout,
+            readout_format=",.0f",
+        )
+        self.start = widgets.IntSlider(
+            value=p0,
+            min=0,
+            max=max_position - 1,
+            description="first pos",
+            continuous_update=False,
+            style=style,
+            layout=layout,
+        )
+        self.length = widgets.SelectionSlider(
+            options=_lengths(max_position, p1 - p0),
+            value=p1 - p0,
+            description="positions shown",
+            continuous_update=False,
+            style=style,
+            layout=layout,
+        )
+        self.columns = widgets.IntRangeSlider(
+            value=(c0, c1),
+            min=0,
+            max=d_model,
+            description="dimension [from, to)",
+            continuous_update=False,
+            style=style,
+            layout=layout,
+        )
         hint = "Tip: click a slider's number to type a value, e.g. first pos = 5000."
         self.output = widgets.Output()
         #: The window drawn now: ((first pos, stop), (first column, stop)), half-open.
         self.window = ((p0, p1), (c0, c1))
         self.chart: alt.Chart = explorer_chart(d_model, base, (p0, p1), (c0, c1), width=width, height=height)
-        super().__init__([widgets.HBox([self.d_model, self.base]), widgets.HBox([self.start, self.length]),
-                          widgets.HBox([self.columns, widgets.Label(hint)]), self.output])
+        super().__init__(
+            [
+                widgets.HBox([self.d_model, self.base]),
+                widgets.HBox([self.start, self.length]),
+                widgets.HBox([self.columns, widgets.Label(hint)]),
+                self.output,
+            ]
+        )
         self.d_model.observe(self._on_d_model, names="value")
         for slider in (self.base, self.start, self.length, self.columns):
             slider.observe(self.update, names="value")
@@ -178,8 +221,10 @@ class Explorer(widgets.VBox):
 
     def __repr__(self) -> str:  # the text a viewer without widgets shows; stable (no model ids), under 110 characters
         (p0, p1), (c0, c1) = self.window
-        return (f"PE explorer: d_model={self.d_model.value}, base={_fmt_base(self.base.value)}, pos {p0}–{p1 - 1}, "
-                f"dimension {c0}–{c1 - 1} (needs a live kernel)")
+        return (
+            f"PE explorer: d_model={self.d_model.value}, base={_fmt_base(self.base.value)}, pos {p0}–{p1 - 1}, "
+            f"dimension {c0}–{c1 - 1} (needs a live kernel)"
+        )
 
     def _repr_mimebundle_(self, **kwargs) -> dict:
         """The widget view, its full text and the chart as a static image (for GitHub and HTML exports)."""

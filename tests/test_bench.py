@@ -33,7 +33,9 @@ def test_hf_formula_matches_the_float64_rotation_in_half_layout():
 def test_interleaved_and_half_reference_are_a_permutation_of_each_other():
     x = torch.randn(5, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
     perm = torch.tensor([0, 2, 4, 6, 1, 3, 5, 7])
-    torch.testing.assert_close(bench.rope_reference(x[..., perm], "half"), bench.rope_reference(x, "interleaved")[..., perm])
+    torch.testing.assert_close(
+        bench.rope_reference(x[..., perm], "half"), bench.rope_reference(x, "interleaved")[..., perm]
+    )
 
 
 def test_bench_sinusoidal_rows_columns_and_ratios():
@@ -235,7 +237,10 @@ def test_nb08_checkers_accept_the_answer_and_name_the_likely_mistake():
     assert nb08.check_predicted_time(fused).ok and nb08.check_predicted_time(eager, kernel="eager").ok
     assert "eager" in nb08.check_predicted_time(eager).message
     assert "fused" in nb08.check_predicted_time(fused, kernel="eager").message
-    assert "2 bytes" in nb08.check_predicted_time(2 * fused).message or "bfloat16" in nb08.check_predicted_time(2 * fused).message
+    assert (
+        "2 bytes" in nb08.check_predicted_time(2 * fused).message
+        or "bfloat16" in nb08.check_predicted_time(2 * fused).message
+    )
     assert "unit" in nb08.check_predicted_time(fused / 1e6).message
     assert not nb08.check_predicted_time(None).ok
     with pytest.raises(ValueError):
@@ -262,7 +267,10 @@ def test_check_targets_judges_each_limit_in_the_right_direction():
     assert [t["measured"] for t in missed] == [2.1, 6e-7, 2.1, 3.1, 3.2, 1.4, 1.4]
     # eager and compiled half layout are judged separately
     mixed = {t["target"]: t["met"] for t in bench.check_targets(_target_rows(1.9, 4e-7, 1.9, 3.2, 1.9, 1.6, 1.6))}
-    assert mixed["apply_rope half ≤ 3× clone (eager)"] is False and mixed["apply_rope half ≤ 3× clone (torch.compile)"] is True
+    assert (
+        mixed["apply_rope half ≤ 3× clone (eager)"] is False
+        and mixed["apply_rope half ≤ 3× clone (torch.compile)"] is True
+    )
 
 
 def test_gbps_is_the_compulsory_bytes_over_the_median_time():
@@ -276,8 +284,9 @@ def test_gbps_is_the_compulsory_bytes_over_the_median_time():
             nbytes = 4 * 32 * 8  # a table is only written
         assert row["gbps"] == pytest.approx(nbytes / (row["median_ms"] * 1e-3) / 1e9, rel=1e-9), row["variant"]
     loop = next(r for r in rows if r["variant"] == "python loop")
-    assert loop["ratio"] == pytest.approx(loop["median_ms"] / next(
-        r["median_ms"] for r in rows if r["variant"] == "torch.sin (baseline)"), rel=1e-9)
+    assert loop["ratio"] == pytest.approx(
+        loop["median_ms"] / next(r["median_ms"] for r in rows if r["variant"] == "torch.sin (baseline)"), rel=1e-9
+    )
 
 
 def test_trace_ops_sees_augmented_assignment_and_unary_invert_as_kernels():

@@ -40,8 +40,16 @@ VEGALITE = "application/vnd.vegalite.v5+json"
 MAX_BYTES = 1_500_000
 CHROMIUM_CANDIDATES = ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"]
 # Flags for a closed network: no background connections, no GPU, no sandbox (CI runs as root).
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
 CHART = ".jp-OutputArea-output .vega-embed svg, .jp-OutputArea-output .vega-embed canvas"
 
 
@@ -84,13 +92,29 @@ def lab_server(tmp_path: Path, notebook: Path, settings: dict | None = None):
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(values))
     port, token = free_port(), secrets.token_hex(16)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-               JUPYTER_CONFIG_DIR=str(tmp_path / "config"), JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
-    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", "--ServerApp.ip=127.0.0.1",
-           f"--ServerApp.port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-           "--expose-app-in-browser", f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}",
-           f"--LabApp.user_settings_dir={tmp_path / 'settings'}",
-           "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
+        JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyter",
+        "lab",
+        "--no-browser",
+        "--allow-root",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root}",
+        "--expose-app-in-browser",
+        f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}",
+        f"--LabApp.user_settings_dir={tmp_path / 'settings'}",
+        "--LabApp.news_url=",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    ]
     log = open(tmp_path / "jupyterlab.log", "w")
     server = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -145,23 +169,32 @@ def chromium_page(failure_name: str):
 def test_notebook_runs_in_a_real_browser_chart_renders_and_slider_reacts(jupyterlab):
     with chromium_page("browser-failure.png") as page:
         page.goto(jupyterlab)
-        page.wait_for_function("window.jupyterapp && window.jupyterapp.shell.currentWidget"
-                               " && window.jupyterapp.shell.currentWidget.sessionContext", timeout=60_000)
+        page.wait_for_function(
+            "window.jupyterapp && window.jupyterapp.shell.currentWidget"
+            " && window.jupyterapp.shell.currentWidget.sessionContext",
+            timeout=60_000,
+        )
         # Start from a blank notebook so everything we see comes from this run.
-        page.wait_for_function("""() => {
+        page.wait_for_function(
+            """() => {
             const ctx = window.jupyterapp.shell.currentWidget.sessionContext;
             return ctx.session && ctx.session.kernel && ctx.session.kernel.status === 'idle';
-        }""", timeout=60_000)
+        }""",
+            timeout=60_000,
+        )
         page.evaluate("() => window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')")
         assert page.locator(CHART).count() == 0
         page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
         # Every code cell executed: no "[*]" prompts left and the kernel idle.
-        page.wait_for_function("""() => {
+        page.wait_for_function(
+            """() => {
             const panel = window.jupyterapp.shell.currentWidget;
             const cells = panel.content.widgets.filter(c => c.model.type === 'code');
             return panel.sessionContext.session.kernel.status === 'idle'
                 && cells.every(c => c.model.executionCount !== null);
-        }""", timeout=120_000)
+        }""",
+            timeout=120_000,
+        )
         errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count()
         assert page.locator(".jp-RenderedText[data-mime-type='application/vnd.jupyter.error']").count() == 0
         assert errors == 0, "a cell wrote to stderr in the browser run"
@@ -180,11 +213,14 @@ def test_notebook_runs_in_a_real_browser_chart_renders_and_slider_reacts(jupyter
         before_chart = output.inner_html()
         slider.focus()
         slider.press("ArrowRight")
-        page.wait_for_function("([el, old]) => el.innerText !== old", arg=[readout.element_handle(), before_value],
-                               timeout=30_000)
-        page.wait_for_function("([el, old]) => el.innerHTML !== old"
-                               " && el.querySelector('.vega-embed svg, .vega-embed canvas')",
-                               arg=[output.element_handle(), before_chart], timeout=60_000)
+        page.wait_for_function(
+            "([el, old]) => el.innerText !== old", arg=[readout.element_handle(), before_value], timeout=30_000
+        )
+        page.wait_for_function(
+            "([el, old]) => el.innerHTML !== old && el.querySelector('.vega-embed svg, .vega-embed canvas')",
+            arg=[output.element_handle(), before_chart],
+            timeout=60_000,
+        )
         assert readout.inner_text() != before_value
 
 
@@ -218,7 +254,8 @@ def outputs_of(path: Path) -> list:
 
 
 CHART_NOTEBOOKS = [pytest.param("synthetic", id="synthetic")] + [
-    pytest.param(p, id=p.name) for p in nbkit.course_notebooks() if p.name.startswith("04_")]
+    pytest.param(p, id=p.name) for p in nbkit.course_notebooks() if p.name.startswith("04_")
+]
 
 
 @pytest.mark.parametrize("which", CHART_NOTEBOOKS)
@@ -231,11 +268,15 @@ def test_open_and_save_in_jupyterlab_leaves_chart_outputs_unchanged(which, tmp_p
     settings = {"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"}}
     with lab_server(tmp_path, notebook, settings) as (url, copy), chromium_page("browser-save-failure.png") as page:
         page.goto(url)
-        page.wait_for_function("window.jupyterapp && window.jupyterapp.shell.currentWidget"
-                               " && window.jupyterapp.shell.currentWidget.context"
-                               " && window.jupyterapp.shell.currentWidget.context.isReady", timeout=60_000)
-        page.wait_for_function(f"document.querySelectorAll('.jp-OutputArea-output .vega-embed').length >= {charts}",
-                               timeout=60_000)
+        page.wait_for_function(
+            "window.jupyterapp && window.jupyterapp.shell.currentWidget"
+            " && window.jupyterapp.shell.currentWidget.context"
+            " && window.jupyterapp.shell.currentWidget.context.isReady",
+            timeout=60_000,
+        )
+        page.wait_for_function(
+            f"document.querySelectorAll('.jp-OutputArea-output .vega-embed').length >= {charts}", timeout=60_000
+        )
         page.wait_for_timeout(3000)  # the Vega renderer adds its PNG after drawing, asynchronously
         dirty = page.evaluate("() => window.jupyterapp.shell.currentWidget.context.model.dirty")
         page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
@@ -307,8 +348,11 @@ def test_static_site_titles_navigation_math_and_charts_work_offline(tmp_path):
             assert page.locator("nav.pe-nav.top a.pe-index").get_attribute("href") == "index.html"
             assert page.locator("nav.pe-nav.top a.pe-prev").count() == (1 if i > 0 else 0)
             # math: MathJax (served with the site) typesets every formula; no raw $...$ left
-            page.wait_for_function("() => window.MathJax && MathJax.Hub && MathJax.Hub.queue"
-                                   " && MathJax.Hub.queue.pending === 0 && !MathJax.Hub.queue.running", timeout=60_000)
+            page.wait_for_function(
+                "() => window.MathJax && MathJax.Hub && MathJax.Hub.queue"
+                " && MathJax.Hub.queue.pending === 0 && !MathJax.Hub.queue.running",
+                timeout=60_000,
+            )
             assert page.locator(".MathJax, .MathJax_Display, .MathJax_SVG").count() > 0
             raw = [t for t in page.locator(".jp-RenderedMarkdown").all_inner_texts() if RAW_MATH.search(t)]
             assert raw == [], f"{path.name}: math left as text: {raw[0][:200]}"

@@ -53,8 +53,10 @@ def test_badge_and_setup_cell_are_generated_from_pyproject(path):
 def test_badge_opens_the_ref_the_setup_cell_installs():
     ref = nbkit.colab_ref()
     assert f"/blob/{ref}/notebooks/01_x.ipynb" in nbkit.badge_line("01_x.ipynb")
-    assert "/blob/main/notebooks/solutions/01_x_solutions.ipynb" in nbkit.badge_line("solutions/01_x_solutions.ipynb") \
+    assert (
+        "/blob/main/notebooks/solutions/01_x_solutions.ipynb" in nbkit.badge_line("solutions/01_x_solutions.ipynb")
         or ref != "main"
+    )
     assert nbkit.install_source() == f"git+{nbkit.repo_url()}@{ref}"
     assert f'source = "{nbkit.install_source()}"' in nbkit.setup_source()
     compile(nbkit.setup_source(), "<setup cell>", "exec")
@@ -120,8 +122,9 @@ def test_setup_cell_on_colab_installs_the_badge_ref_and_keeps_torch_and_ipywidge
     assert cell != nbkit.setup_source()
     (tmp_path / "cell.py").write_text(cell)
     (tmp_path / "run.py").write_text(COLAB_RUN)
-    result = subprocess.run([str(python), "run.py", "cell.py"], cwd=tmp_path, capture_output=True, text=True,
-                            env=freshenv.clean_env())
+    result = subprocess.run(
+        [str(python), "run.py", "cell.py"], cwd=tmp_path, capture_output=True, text=True, env=freshenv.clean_env()
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     printed = result.stdout.split("BEGIN\n", 1)[1].split("END\n", 1)[0].splitlines()
     assert len(printed) == 1, printed
@@ -181,8 +184,9 @@ def test_solutions_are_one_link_away_and_cover_every_checker(path):
     assert used, f"{path.name}: no exercise calls a checker"
     sol_cells = [c for c in load(solutions)["cells"] if c["cell_type"] == "code"]
     for name in sorted(used):
-        asserting = [c for c in sol_cells
-                     if name in CHECK_CALL.findall(source(c)) and re.search(r"assert .*\.ok", source(c))]
+        asserting = [
+            c for c in sol_cells if name in CHECK_CALL.findall(source(c)) and re.search(r"assert .*\.ok", source(c))
+        ]
         assert asserting, f"{solutions.name}: no cell asserts that {name} accepts the solution"
 
 
@@ -202,8 +206,9 @@ def synthetic_notebook():
         nbformat.v4.new_markdown_cell("# 99 · Synthetic\n\nWhat you'll learn: nothing."),
         nbformat.v4.new_code_cell("x = 1", metadata={"tags": ["setup"]}),
         nbformat.v4.new_markdown_cell("## Exercises"),
-        nbformat.v4.new_markdown_cell("Solutions: [here](solutions/99_x_solutions.ipynb)",
-                                      metadata={"tags": [nbkit.LINK_TAG]}),
+        nbformat.v4.new_markdown_cell(
+            "Solutions: [here](solutions/99_x_solutions.ipynb)", metadata={"tags": [nbkit.LINK_TAG]}
+        ),
         nbformat.v4.new_code_cell("check_x(1)", metadata={"tags": ["nbval-ignore-output"]}),
         nbformat.v4.new_code_cell("answer = 2", metadata={"tags": [nbkit.SOLUTION_TAG]}),
     ]
@@ -296,8 +301,11 @@ def test_execute_stores_each_print_whole_and_drops_tool_metadata(tmp_path):
     nb.metadata["jupytext"] = {"formats": "ipynb,py"}
     code = "import sys, time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.05)\n"
     code += "print('w', file=sys.stderr)"
-    nb.cells = [nbformat.v4.new_code_cell(code, metadata={"tags": ["t"], "lines_to_next_cell": 2,
-                                                          "execution": {"iopub.status.busy": "x"}})]
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            code, metadata={"tags": ["t"], "lines_to_next_cell": 2, "execution": {"iopub.status.busy": "x"}}
+        )
+    ]
     path = tmp_path / "n.ipynb"
     nbformat.write(nb, path)
     nbkit.execute(path, timeout=60)
@@ -367,14 +375,26 @@ def test_instructor_site_links_the_solutions(sites):
 
 def test_widget_outputs_become_their_static_chart():
     nb = nbformat.v4.new_notebook()
-    spec = {"$schema": "https://vega.github.io/schema/vega-lite/v5.json", "mark": "point",
-            "data": {"values": [{"x": 1}]}, "encoding": {"x": {"field": "x", "type": "quantitative"}}}
+    spec = {
+        "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
+        "mark": "point",
+        "data": {"values": [{"x": 1}]},
+        "encoding": {"x": {"field": "x", "type": "quantitative"}},
+    }
     view = {"version_major": 2, "version_minor": 0, "model_id": "box"}
-    nb.cells = [nbformat.v4.new_code_cell("w", outputs=[nbformat.v4.new_output(
-        "display_data", data={nbkit.WIDGET_VIEW: view, "text/plain": "w"})])]
-    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {
-        "box": {"state": {"children": ["IPY_MODEL_out"]}},
-        "out": {"state": {"outputs": [{"output_type": "display_data", "data": {VEGALITE: spec}}]}}}}}
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "w", outputs=[nbformat.v4.new_output("display_data", data={nbkit.WIDGET_VIEW: view, "text/plain": "w"})]
+        )
+    ]
+    nb.metadata["widgets"] = {
+        "application/vnd.jupyter.widget-state+json": {
+            "state": {
+                "box": {"state": {"children": ["IPY_MODEL_out"]}},
+                "out": {"state": {"outputs": [{"output_type": "display_data", "data": {VEGALITE: spec}}]}},
+            }
+        }
+    }
     nbkit.widgets_to_static(nb)
     data = nb.cells[0].outputs[0]["data"]
     assert nbkit.WIDGET_VIEW not in data and nbkit.decode_png(data["image/png"])[0] > 10

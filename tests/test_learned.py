@@ -80,7 +80,11 @@ def test_repr():
         (lambda: LearnedPositionalEmbedding(8, 8, generator=0), TypeError, "generator"),
         (lambda: LearnedPositionalEmbedding(8, 8)(torch.zeros(2, 3, 6)), ValueError, "d_model=8"),
         (lambda: LearnedPositionalEmbedding(8, 8)(torch.zeros(3, 8)), ValueError, "x must have shape"),
-        (lambda: LearnedPositionalEmbedding(8, 8)(torch.zeros(1, 3, 8, dtype=torch.long)), TypeError, "x must hold floating"),
+        (
+            lambda: LearnedPositionalEmbedding(8, 8)(torch.zeros(1, 3, 8, dtype=torch.long)),
+            TypeError,
+            "x must hold floating",
+        ),
         (lambda: LearnedPositionalEmbedding(8, 8)([[0.0] * 8]), TypeError, "x must be a torch.Tensor"),
     ],
 )
@@ -115,7 +119,7 @@ class _LastRows(_NoCheck):
     def forward(self, x):
         if x.shape[1] > self.weight.shape[0]:
             raise ValueError(f"{x.shape[1]} > {self.weight.shape[0]}")
-        return x + self.weight[-x.shape[1]:]
+        return x + self.weight[-x.shape[1] :]
 
 
 class _VagueError(_NoCheck):

@@ -2,13 +2,12 @@
 
 import math
 
-
 from pe_lessons.exercises._feedback import NOT_DONE
 from pe_lessons.exercises.nb04 import check_first_honest_column, check_predicted_wavelength
 
 
 def test_predicted_wavelength():
-    want = 2 * math.pi * 500000 ** 0.5
+    want = 2 * math.pi * 500000**0.5
     assert check_predicted_wavelength(want, 64, 128, 500000).ok
     assert check_predicted_wavelength(None, 64, 128, 500000).message == NOT_DONE
     assert "base 10000" in check_predicted_wavelength(2 * math.pi * 100, 64, 128, 500000).message

@@ -176,7 +176,9 @@ def test_table_by_rotation_matches_formula(max_len, d_model, base, block):
 def test_table_by_rotation_block_longer_than_table():
     # B >= max_len: every row is an exact row; a huge B must not allocate B rows
     assert torch.equal(table_by_rotation(10, 8, block=10**12), table_by_rotation(10, 8, block=10))
-    torch.testing.assert_close(table_by_rotation(10, 8, block=10**12, dtype=torch.float64), reference(range(10), 8), rtol=0, atol=1e-15)
+    torch.testing.assert_close(
+        table_by_rotation(10, 8, block=10**12, dtype=torch.float64), reference(range(10), 8), rtol=0, atol=1e-15
+    )
 
 
 def test_table_by_rotation_large_positions():

@@ -44,7 +44,12 @@ def test_small_heatmap_draws_every_cell_with_names_and_tooltips():
     d, rows = spec(plots.heatmap(table, title="PE for 50 positions"))
     assert len(rows) == 1600 and d["title"] == "PE for 50 positions"
     enc = d["encoding"]
-    assert (enc["x"]["field"], enc["x"]["title"], enc["y"]["field"], enc["y"]["title"]) == ("dimension", "dimension", "pos", "pos")
+    assert (enc["x"]["field"], enc["x"]["title"], enc["y"]["field"], enc["y"]["title"]) == (
+        "dimension",
+        "dimension",
+        "pos",
+        "pos",
+    )
     assert enc["color"]["title"] == "value" and enc["color"]["scale"]["domain"] == [-1, 1]
     assert [t["field"] for t in enc["tooltip"]] == ["pos", "dimension", "value"]
     assert all(round(r["value"], 4) == r["value"] for r in rows)
@@ -87,13 +92,13 @@ def test_reduce_table_keeps_exact_band_min_max_and_means():
     assert set(sizes) == {100, 101}  # balanced bands: no tiny last band standing for one position
     assert list(frame.columns) == ["pos", "pos_end", "dimension", "dimension_end", "min", "max"]
     for row in frame.itertuples():
-        block = table[row.pos:row.pos_end, row.dimension:row.dimension_end]
+        block = table[row.pos : row.pos_end, row.dimension : row.dimension_end]
         assert row.min == block.min().item() and row.max == block.max().item()  # exact, not approximate
     # bands tile the table: every position and every column in exactly one band
     assert sorted(set(zip(frame.pos, frame.pos_end)))[-1][1] == 1003
     mean = reduce_table(table, max_rows=10, max_cols=5, how="mean", decimals=None)
     for row in mean.itertuples():
-        block = table[row.pos:row.pos_end, row.dimension:row.dimension_end]
+        block = table[row.pos : row.pos_end, row.dimension : row.dimension_end]
         assert math.isclose(row.value, block.mean().item(), rel_tol=1e-12, abs_tol=1e-12)
     stride = reduce_table(table, max_rows=10, max_cols=5, how="stride", decimals=None)
     for row in stride.itertuples():
@@ -136,7 +141,7 @@ def test_naive_subsampling_aliases_and_minmax_does_not():
     assert (honest["min"] < -0.99).all() and (honest["max"] > 0.99).all()  # every band spans the full range
     # a slow column (period > 2 bands) keeps its true period under the band mean
     col = 10  # pair 5 at d_model = 16: period 2π·10000^(10/16) ≈ 1987 positions
-    mean = reduce_table(table[:, col:col + 1], max_rows=bands, how="mean")
+    mean = reduce_table(table[:, col : col + 1], max_rows=bands, how="mean")
     true = wavelengths(16)[5].item()
     assert abs(apparent_period(torch.tensor(mean["value"].to_numpy()), spacing=k) - true) / true < 0.02
 

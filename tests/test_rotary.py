@@ -131,7 +131,9 @@ def test_positions_default_list_and_cached_decoding_agree():
         for t in (0, 1, 37, 49):
             torch.testing.assert_close(apply_rope(x[..., t : t + 1, :], [t], layout=layout), full[..., t : t + 1, :])
         # int32 positions work too, and so do lists of numpy integers or 0-d integer tensors
-        torch.testing.assert_close(apply_rope(x, torch.arange(50, dtype=torch.int32), layout=layout), full, rtol=0, atol=0)
+        torch.testing.assert_close(
+            apply_rope(x, torch.arange(50, dtype=torch.int32), layout=layout), full, rtol=0, atol=0
+        )
         np_pos = [np.int64(t) if t % 2 else torch.tensor(t, dtype=torch.int32) for t in range(50)]
         torch.testing.assert_close(apply_rope(x, np_pos, layout=layout), full, rtol=0, atol=0)
 
@@ -201,7 +203,9 @@ def test_layout_permutation(head_dim, seq, start, seed):
     assert torch.equal(to_interleaved_layout(to_half_layout(x)), x)
     assert torch.equal(to_half_layout(to_interleaved_layout(x)), x)
     # rope_half(x[..., P]) == rope_interleaved(x)[..., P]
-    torch.testing.assert_close(apply_rope(x[..., P], pos, layout="half"), apply_rope(x, pos)[..., P], rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        apply_rope(x[..., P], pos, layout="half"), apply_rope(x, pos)[..., P], rtol=0, atol=1e-12
+    )
 
 
 def test_permuting_q_and_k_keeps_every_score_and_mixing_layouts_does_not():
@@ -210,7 +214,9 @@ def test_permuting_q_and_k_keeps_every_score_and_mixing_layouts_does_not():
     P = perm(16)
     scores = apply_rope(q) @ apply_rope(k).transpose(-1, -2)
     torch.testing.assert_close((q[..., P] @ k[..., P].transpose(-1, -2)), q @ k.transpose(-1, -2))
-    fixed = apply_rope(to_half_layout(q), layout="half") @ apply_rope(to_half_layout(k), layout="half").transpose(-1, -2)
+    fixed = apply_rope(to_half_layout(q), layout="half") @ apply_rope(to_half_layout(k), layout="half").transpose(
+        -1, -2
+    )
     torch.testing.assert_close(fixed, scores, rtol=1e-5, atol=1e-5)
     mixed = apply_rope(q, layout="half") @ apply_rope(k, layout="half").transpose(-1, -2)  # weights in the wrong layout
     assert (mixed - scores).abs().max() > 0.5
@@ -299,7 +305,9 @@ def test_rotary_embedding_follows_device():  # pragma: no cover - needs a GPU
     got = rope(x.cuda())
     assert got.device.type == "cuda" and rope.cos.device.type == "cuda"
     torch.testing.assert_close(got.cpu(), want)
-    torch.testing.assert_close(apply_rope(x.cuda(), torch.arange(40).cuda(), layout="half").cpu(), apply_rope(x, layout="half"))
+    torch.testing.assert_close(
+        apply_rope(x.cuda(), torch.arange(40).cuda(), layout="half").cpu(), apply_rope(x, layout="half")
+    )
 
 
 # --------------------------------------------------------------------------- bad input
@@ -383,7 +391,10 @@ def test_exercise_checkers_accept_answers_and_name_mistakes():
     right = float(ref_complex(q[None], [10]) @ k.double())
     assert check_score_prediction(right, q, k, 5000, 4990).ok
     assert "without any rotation" in check_score_prediction(float(q @ k), q, k, 5000, 4990).message
-    assert "Offset sign" in check_score_prediction(float(ref_complex(q[None], [-10]) @ k.double()), q, k, 5000, 4990).message
+    assert (
+        "Offset sign"
+        in check_score_prediction(float(ref_complex(q[None], [-10]) @ k.double()), q, k, 5000, 4990).message
+    )
 
 
 # --------------------------------------------------------------------------- the toy model's "rotary" scheme (notebook 06's toy)
@@ -391,6 +402,7 @@ def test_exercise_checkers_accept_answers_and_name_mistakes():
 
 def test_toy_model_rotary_scheme_uses_apply_rope():
     from pe_lessons import toy  # a plain import: a broken toy module must fail here, not skip
+
     assert "rotary" in toy.available_schemes()
     task = toy.make_task("previous")
     model = toy.make_model(task, "rotary", seed=0)

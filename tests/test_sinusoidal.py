@@ -65,7 +65,9 @@ def test_low_precision_tables_are_exact_values_rounded_once(dtype):
 
 def test_float64_table_is_exact_to_float64_angle_rounding():
     # two float64 formulas differ only by the rounding of pos*omega: < 70000 * 2**-52 * a few
-    torch.testing.assert_close(sinusoidal_table(70000, 16, dtype=torch.float64), reference(range(70000), 16), rtol=0, atol=1e-10)
+    torch.testing.assert_close(
+        sinusoidal_table(70000, 16, dtype=torch.float64), reference(range(70000), 16), rtol=0, atol=1e-10
+    )
 
 
 @given(max_len=st.integers(1, 200), d_model=widths, base=bases)
@@ -76,7 +78,9 @@ def test_properties(max_len, d_model, base):
     # every row has norm sqrt(d_model / 2)
     torch.testing.assert_close(table.norm(dim=1), torch.full((max_len,), math.sqrt(d_model / 2), dtype=torch.float64))
     # each (sin, cos) pair lies on the unit circle
-    torch.testing.assert_close(table[:, 0::2] ** 2 + table[:, 1::2] ** 2, torch.ones(max_len, d_model // 2, dtype=torch.float64))
+    torch.testing.assert_close(
+        table[:, 0::2] ** 2 + table[:, 1::2] ** 2, torch.ones(max_len, d_model // 2, dtype=torch.float64)
+    )
 
 
 def test_wavelengths_form_a_geometric_progression_from_2pi_to_2pi_base():
@@ -135,7 +139,11 @@ def test_module_to_moves_table():
         (lambda: SinusoidalPositionalEncoding(8, dropout=1.5), ValueError, "dropout"),
         (lambda: SinusoidalPositionalEncoding(8)(torch.zeros(2, 3, 6)), ValueError, "d_model=8"),
         (lambda: SinusoidalPositionalEncoding(8)(torch.zeros(3, 8)), ValueError, "x must have shape"),
-        (lambda: SinusoidalPositionalEncoding(8)(torch.zeros(1, 3, 8, dtype=torch.long)), TypeError, "x must hold floating"),
+        (
+            lambda: SinusoidalPositionalEncoding(8)(torch.zeros(1, 3, 8, dtype=torch.long)),
+            TypeError,
+            "x must hold floating",
+        ),
         (lambda: SinusoidalPositionalEncoding(8)([[0.0] * 8]), TypeError, "x must be a torch.Tensor"),
     ],
 )
@@ -159,8 +167,10 @@ def test_float32_table_is_bit_identical_whatever_the_cpu_vector_unit():
     import subprocess
     import sys
 
-    code = ("import hashlib, sys; from pe_lessons import sinusoidal_table; "
-            "sys.stdout.write(hashlib.sha256(sinusoidal_table(70000, 32).numpy().tobytes()).hexdigest())")
+    code = (
+        "import hashlib, sys; from pe_lessons import sinusoidal_table; "
+        "sys.stdout.write(hashlib.sha256(sinusoidal_table(70000, 32).numpy().tobytes()).hexdigest())"
+    )
     import hashlib
 
     here = hashlib.sha256(sinusoidal_table(70000, 32).numpy().tobytes()).hexdigest()

@@ -34,7 +34,9 @@ def test_attention_matches_torch_and_calls_the_rotate_hook():
         seen["positions"] = positions
         return 2 * q_, k_  # doubling q doubles every score
 
-    torch.testing.assert_close(attention(q, k, v, rotate=rotate), torch.nn.functional.scaled_dot_product_attention(2 * q, k, v))
+    torch.testing.assert_close(
+        attention(q, k, v, rotate=rotate), torch.nn.functional.scaled_dot_product_attention(2 * q, k, v)
+    )
     assert torch.equal(seen["positions"], torch.arange(5))
     attention(q, k, v, rotate=rotate, positions=torch.arange(7, 12))
     assert torch.equal(seen["positions"], torch.arange(7, 12))
@@ -186,7 +188,11 @@ def test_learned_model_beyond_its_table_error_or_untrained_rows():
         (lambda: ToyTransformer(10, 1), ValueError, "n_classes"),
         (lambda: ToyTransformer(10, 2, pooled=1), TypeError, "pooled"),
         (lambda: ToyTransformer(10, 2)(torch.zeros(2, 3)), TypeError, "tokens must hold integer"),
-        (lambda: ToyTransformer(10, 2)(torch.zeros(3, dtype=torch.long)), ValueError, r"tokens must have shape \[batch, seq\]"),
+        (
+            lambda: ToyTransformer(10, 2)(torch.zeros(3, dtype=torch.long)),
+            ValueError,
+            r"tokens must have shape \[batch, seq\]",
+        ),
         (lambda: ToyTransformer(10, 2)(torch.full((1, 3), 10)), ValueError, "0 … 9"),
         (lambda: ToyTransformer(10, 2)(torch.full((1, 3), -1)), ValueError, "vocab_size=10"),
         (lambda: make_task("copy"), ValueError, "task must be one of 'order', 'previous'"),
@@ -196,13 +202,33 @@ def test_learned_model_beyond_its_table_error_or_untrained_rows():
         (lambda: train(make_model(OrderTask(), "none"), PreviousTokenTask(), seq_len=4), ValueError, "does not fit"),
         (lambda: train(make_model(OrderTask(), "none"), OrderTask(), seq_len=(8, 4)), ValueError, r"seq_len\[1\]"),
         (lambda: train(make_model(OrderTask(), "none"), OrderTask(), seq_len=4, lr=2.0), ValueError, "lr"),
-        (lambda: train(make_model(OrderTask(), "none"), OrderTask(), seq_len=4, lr="3e-3"), TypeError, "lr must be a real number"),
-        (lambda: train(make_model(OrderTask(), "none"), OrderTask(), seq_len=(4, 5, 6)), ValueError, r"\(lo, hi\) pair"),
+        (
+            lambda: train(make_model(OrderTask(), "none"), OrderTask(), seq_len=4, lr="3e-3"),
+            TypeError,
+            "lr must be a real number",
+        ),
+        (
+            lambda: train(make_model(OrderTask(), "none"), OrderTask(), seq_len=(4, 5, 6)),
+            ValueError,
+            r"\(lo, hi\) pair",
+        ),
         (lambda: evaluate(make_model(OrderTask(), "none"), OrderTask(), seq_len=4, n=5), ValueError, "n must be even"),
-        (lambda: evaluate(make_model(OrderTask(), "none"), OrderTask(), seq_len=4, extend_learned=1), TypeError, "extend_learned"),
+        (
+            lambda: evaluate(make_model(OrderTask(), "none"), OrderTask(), seq_len=4, extend_learned=1),
+            TypeError,
+            "extend_learned",
+        ),
         (lambda: make_model(OrderTask(), "none").with_longer_table(20), ValueError, "scheme='learned'"),
-        (lambda: attention(torch.zeros(2, 3, 4), torch.zeros(2, 3, 4), torch.zeros(2, 3, 4)), ValueError, "q must have shape"),
-        (lambda: attention(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 5, 4), torch.zeros(1, 2, 5, 4)), ValueError, "do not fit"),
+        (
+            lambda: attention(torch.zeros(2, 3, 4), torch.zeros(2, 3, 4), torch.zeros(2, 3, 4)),
+            ValueError,
+            "q must have shape",
+        ),
+        (
+            lambda: attention(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 5, 4), torch.zeros(1, 2, 5, 4)),
+            ValueError,
+            "do not fit",
+        ),
     ],
 )
 def test_bad_input_raises_clear_errors(call, error, words):

@@ -47,8 +47,12 @@ def reference(name, max_len, d_model, base=10000.0):
             **halves,
         ),
         "sin_only": dict(sin_freq=paper_f, cos_freq=paper_f, cos_fn=torch.sin, **inter),
-        "doubled_exponent": dict(sin_freq=lambda k: base ** (-4 * k / d), cos_freq=lambda k: base ** (-4 * k / d), **inter),
-        "column_exponent": dict(sin_freq=lambda k: base ** (-2 * (2 * k) / d), cos_freq=lambda k: base ** (-2 * (2 * k + 1) / d), **inter),
+        "doubled_exponent": dict(
+            sin_freq=lambda k: base ** (-4 * k / d), cos_freq=lambda k: base ** (-4 * k / d), **inter
+        ),
+        "column_exponent": dict(
+            sin_freq=lambda k: base ** (-2 * (2 * k) / d), cos_freq=lambda k: base ** (-2 * (2 * k + 1) / d), **inter
+        ),
         "shifted_cos_exponent": dict(sin_freq=paper_f, cos_freq=lambda k: base ** (-(2 * k + 1) / d), **inter),
     }[name]
     return formula(max_len, d_model, base, **spec)
@@ -157,8 +161,12 @@ UNKNOWN = {
     "sin_only, rows shifted by five": lambda n, d, dt: VARIANTS["sin_only"](n + 5, d, dtype=dt)[5:],
     "rows shifted by three, noise 1e-4": lambda n, d, dt: _noisy(paper(n + 3, d, dtype=dt)[3:], 1e-4),
     "cos first, halves out of order": lambda n, d, dt: paper(n, d, dtype=dt)[:, torch.arange(d).roll(1)],
-    "one wrong entry": lambda n, d, dt: paper(n, d, dtype=dt).index_put_((torch.tensor([n - 1]), torch.tensor([0])), torch.tensor(0.5, dtype=dt)),
-    "a NaN": lambda n, d, dt: paper(n, d, dtype=dt).index_put_((torch.tensor([3]),), torch.tensor(float("nan"), dtype=dt)),
+    "one wrong entry": lambda n, d, dt: paper(n, d, dtype=dt).index_put_(
+        (torch.tensor([n - 1]), torch.tensor([0])), torch.tensor(0.5, dtype=dt)
+    ),
+    "a NaN": lambda n, d, dt: paper(n, d, dtype=dt).index_put_(
+        (torch.tensor([3]),), torch.tensor(float("nan"), dtype=dt)
+    ),
     "half the rows zeroed": lambda n, d, dt: paper(n, d, dtype=dt).index_fill_(0, torch.arange(0, n, 2), 0.0),
 }
 
@@ -321,7 +329,9 @@ def test_nb03_checkers():
     assert not miss.ok and "frequencies" in miss.message
     assert check_bug_test(freq, "doubled_exponent").ok
     assert "every variant" in check_bug_test(CHEAP_TESTS["matches float64 formula"], "column_exponent").message
-    strict = check_bug_test(lambda t: torch.equal(t, sinusoidal_table(*t.shape, dtype=t.dtype) + 0 * t + (t - t)), "sin_only")
+    strict = check_bug_test(
+        lambda t: torch.equal(t, sinusoidal_table(*t.shape, dtype=t.dtype) + 0 * t + (t - t)), "sin_only"
+    )
     assert strict.ok  # exact comparison with our own table of the same dtype is fine: paper is sinusoidal_table
     assert "Too strict" in check_bug_test(lambda t: bool((t[0] == 7).all()), "sin_only").message
     assert "one True/False" in check_bug_test(lambda t: t[0] == 0, "sin_only").message
@@ -335,11 +345,16 @@ def test_nb03_checkers():
         if name != "shifted_cos_exponent":
             assert "cheap test" in check_mystery(name).message
     assert "variant names" in check_mystery("cos").message and not check_mystery(None).ok
-    assert "as a string" in check_mystery(["sin_only"]).message and "as a string" in check_mystery(VARIANTS["sin_only"]).message
+    assert (
+        "as a string" in check_mystery(["sin_only"]).message
+        and "as a string" in check_mystery(VARIANTS["sin_only"]).message
+    )
 
     bug = check_dropout_fix(lambda x, table, p, training: F.dropout(x + table[: x.shape[1]], p=p))
     assert not bug.ok and "training=training" in bug.message
-    assert check_dropout_fix(lambda x, table, p, training: F.dropout(x + table[: x.shape[1]], p=p, training=training)).ok
+    assert check_dropout_fix(
+        lambda x, table, p, training: F.dropout(x + table[: x.shape[1]], p=p, training=training)
+    ).ok
     assert "nothing was dropped" in check_dropout_fix(lambda x, table, p, training: x + table[: x.shape[1]]).message
 
 

@@ -25,8 +25,11 @@ import freshenv  # noqa: E402
 import nbkit  # noqa: E402
 
 NOTEBOOKS = nbkit.all_notebooks()
-PACKAGE_FILES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "pe_lessons").rglob("*")
-                       if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+PACKAGE_FILES = sorted(
+    p.relative_to(ROOT).as_posix()
+    for p in (ROOT / "pe_lessons").rglob("*")
+    if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+)
 
 
 def load_course():
@@ -64,10 +67,13 @@ def test_sdist_and_wheel_hold_every_module_and_data_file(built):
 
 
 def test_the_installed_package_is_the_wheel_not_the_checkout(installed, tmp_path):
-    code = ("import pe_lessons, pe_lessons.exercises.nb01, pe_lessons.widgets, importlib.metadata as m;"
-            "print(pe_lessons.__file__); print(m.version('pe-lessons'))")
-    out = subprocess.run([str(installed), "-c", code], cwd=tmp_path, capture_output=True, text=True,
-                         env=freshenv.clean_env())
+    code = (
+        "import pe_lessons, pe_lessons.exercises.nb01, pe_lessons.widgets, importlib.metadata as m;"
+        "print(pe_lessons.__file__); print(m.version('pe-lessons'))"
+    )
+    out = subprocess.run(
+        [str(installed), "-c", code], cwd=tmp_path, capture_output=True, text=True, env=freshenv.clean_env()
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     where, version = out.stdout.splitlines()[:2]
     assert Path(where).resolve().is_relative_to(installed.parent.parent.resolve()), where
@@ -85,8 +91,20 @@ def replay(installed, tmp_path_factory):
         shutil.copy(path, target)
     (work / "tests").mkdir()
     shutil.copy(ROOT / "tests" / "nbval_sanitize.cfg", work / "tests" / "nbval_sanitize.cfg")
-    cmd = [str(installed), "-m", "pytest", "notebooks", *load_course().NBVAL_ARGS, "-p", "no:cacheprovider",
-           "--rootdir", str(work), "-q", "--junitxml", str(work / "report.xml")]
+    cmd = [
+        str(installed),
+        "-m",
+        "pytest",
+        "notebooks",
+        *load_course().NBVAL_ARGS,
+        "-p",
+        "no:cacheprovider",
+        "--rootdir",
+        str(work),
+        "-q",
+        "--junitxml",
+        str(work / "report.xml"),
+    ]
     result = subprocess.run(cmd, cwd=work, capture_output=True, text=True, env=freshenv.clean_env())
     report = ET.parse(work / "report.xml") if (work / "report.xml").exists() else None
     return result, report
@@ -97,10 +115,17 @@ def test_notebook_replays_from_the_installed_wheel(replay, path):
     result, report = replay
     assert report is not None, f"nbval did not run:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     name = nbkit.relpath(path)
-    cases = [c for c in report.iter("testcase") if c.get("file", c.get("classname", "")).endswith(name)
-             or name.replace("/", ".").removesuffix(".ipynb") in c.get("classname", "")]
+    cases = [
+        c
+        for c in report.iter("testcase")
+        if c.get("file", c.get("classname", "")).endswith(name)
+        or name.replace("/", ".").removesuffix(".ipynb") in c.get("classname", "")
+    ]
     assert cases, f"no replayed cells of {name} in the report:\n{result.stdout[-2000:]}"
-    failed = [next(iter(c.findall("failure") + c.findall("error"))) for c in cases
-              if c.find("failure") is not None or c.find("error") is not None]
+    failed = [
+        next(iter(c.findall("failure") + c.findall("error")))
+        for c in cases
+        if c.find("failure") is not None or c.find("error") is not None
+    ]
     message = "\n\n".join((f.text or f.get("message", ""))[-3000:] for f in failed[:3])
     assert not failed, f"{len(failed)} cell(s) of {name} do not replay from the wheel:\n{message}"

@@ -165,7 +165,12 @@ def test_the_explorer_works_under_ipywidgets_7():
         pytest.skip(str(err))
     root = Path(__file__).resolve().parents[1]
     env = dict(os.environ, PE_LESSONS_IPYWIDGETS="7", PYTHONPATH=os.pathsep.join([str(target), str(root)]))
-    result = subprocess.run([sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider"],
-                            cwd=root, env=env, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and " failed" not in result.stdout

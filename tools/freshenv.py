@@ -43,8 +43,13 @@ def fresh_venv(path: Path, first: list[Path] = ()) -> Path:
     """A new venv at ``path`` whose path holds ``first`` and then the course environment minus pe_lessons."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
     python = python_of(path)
-    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                             check=True, capture_output=True, text=True, env=clean_env()).stdout.strip()
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+    ).stdout.strip()
     deps = path / "course-deps"
     deps.mkdir()
     source = Path(sysconfig.get_path("purelib"))
@@ -57,8 +62,13 @@ def fresh_venv(path: Path, first: list[Path] = ()) -> Path:
 
 
 def pip_install(python: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(python), "-m", "pip", "install", "--disable-pip-version-check", *args],
-                          capture_output=True, text=True, env=clean_env(), cwd=cwd)
+    return subprocess.run(
+        [str(python), "-m", "pip", "install", "--disable-pip-version-check", *args],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        cwd=cwd,
+    )
 
 
 def source_copy(target: Path, with_notebooks: bool = False) -> Path:
@@ -83,15 +93,41 @@ def build_sdist_and_wheel(workdir: Path) -> tuple[Path, Path]:
     dist = workdir / "dist"
     dist.mkdir()
     code = "import sys, setuptools.build_meta as b; print(b.build_sdist(sys.argv[1]))"
-    name = subprocess.run([sys.executable, "-c", code, str(dist)], cwd=src, check=True, capture_output=True,
-                          text=True, env=clean_env()).stdout.strip().splitlines()[-1]
+    name = (
+        subprocess.run(
+            [sys.executable, "-c", code, str(dist)],
+            cwd=src,
+            check=True,
+            capture_output=True,
+            text=True,
+            env=clean_env(),
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     sdist = dist / name
     with tarfile.open(sdist) as tar:
         tar.extractall(workdir / "unpacked", filter="data")
     (unpacked,) = (workdir / "unpacked").iterdir()
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                    "--disable-pip-version-check", "-w", str(dist), str(unpacked)],
-                   check=True, capture_output=True, text=True, env=clean_env())
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--disable-pip-version-check",
+            "-w",
+            str(dist),
+            str(unpacked),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+    )
     (wheel,) = dist.glob("*.whl")
     return sdist, wheel
 
@@ -100,9 +136,23 @@ def ipywidgets7_dir() -> Path:
     """A folder holding ipywidgets 7.7.1 (Colab's version), installed once with ``pip --target`` (cached in .venv)."""
     target = Path(sys.prefix) / "ipywidgets-7"
     if not (target / "ipywidgets" / "__init__.py").exists():
-        result = subprocess.run([sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--quiet",
-                                 "--no-deps", "--target", str(target), *IPYWIDGETS7],
-                                capture_output=True, text=True, env=clean_env())
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--disable-pip-version-check",
+                "--quiet",
+                "--no-deps",
+                "--target",
+                str(target),
+                *IPYWIDGETS7,
+            ],
+            capture_output=True,
+            text=True,
+            env=clean_env(),
+        )
         if result.returncode != 0:
             shutil.rmtree(target, ignore_errors=True)
             raise RuntimeError(f"could not install {' '.join(IPYWIDGETS7)}:\n{result.stderr[-2000:]}")

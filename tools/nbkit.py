@@ -111,7 +111,7 @@ def install_source() -> str:
     return f"git+{repo_url()}@{colab_ref()}"
 
 
-SETUP_TEMPLATE = '''\
+SETUP_TEMPLATE = """\
 # Colab only: install this course's helper package (elsewhere this cell does nothing).
 import sys
 
@@ -141,7 +141,7 @@ if "google.colab" in sys.modules:
     dist = metadata.distribution("pe-lessons")
     commit = json.loads(dist.read_text("direct_url.json") or "{{}}").get("vcs_info", {{}}).get("commit_id", "?")
     kept = ", ".join(f"{{name}} {{v}}" for name, v in keep.items()) or "nothing"
-    print(f"installed pe-lessons {{dist.version}} from {{source}} (commit {{commit[:12]}}); kept Colab's {{kept}}")'''
+    print(f"installed pe-lessons {{dist.version}} from {{source}} (commit {{commit[:12]}}); kept Colab's {{kept}}")"""
 
 
 def setup_source() -> str:
@@ -219,8 +219,13 @@ def execute(path: Path, timeout: int) -> float:
     nb = nbformat.read(path, as_version=4)
     prepare_for_execution(nb)
     start = time.perf_counter()
-    NotebookClient(nb, timeout=timeout, kernel_name=KERNELSPEC["name"], record_timing=False,
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name=KERNELSPEC["name"],
+        record_timing=False,
+        resources={"metadata": {"path": str(path.parent)}},
+    ).execute()
     seconds = time.perf_counter() - start
     CoalesceStreamsPreprocessor().preprocess(nb, {})
     nbformat.write(nb, path)
@@ -325,8 +330,9 @@ def _link_pages(body: str) -> str:
 TEMPLATES = Path(__file__).resolve().parent / "templates"  # pe_site: the lab template, navigation, no CDN
 
 
-def nav_html(prefix: str, prev: tuple[str, str] | None, nxt: tuple[str, str] | None, where: str,
-             colab: str | None = None) -> str:
+def nav_html(
+    prefix: str, prev: tuple[str, str] | None, nxt: tuple[str, str] | None, where: str, colab: str | None = None
+) -> str:
     parts = [f'<a class="pe-index" href="{prefix}index.html">Index</a>']
     if prev:
         parts.append(f'<a class="pe-prev" rel="prev" href="{html.escape(prev[0])}">← {html.escape(prev[1])}</a>')
@@ -398,24 +404,31 @@ def build_site(out: Path, course: list[Path], instructor: bool = False, log=prin
                 sols.append((out / "solutions" / f"{sol.stem}.html", notebook_title(nb), nb))
     written = []
     for group, prefix in ((pages, ""), (sols, "../")):
-        exporter = HTMLExporter(template_name="pe_site", extra_template_basedirs=[str(TEMPLATES)],
-                                mathjax_url=prefix + MATHJAX_URL)
+        exporter = HTMLExporter(
+            template_name="pe_site", extra_template_basedirs=[str(TEMPLATES)], mathjax_url=prefix + MATHJAX_URL
+        )
         for i, (target, title, nb) in enumerate(group):
             widgets_to_static(nb)
             colab = _drop_badge(nb)
             prev = (group[i - 1][0].name, group[i - 1][1]) if i > 0 else None
             nxt = (group[i + 1][0].name, group[i + 1][1]) if i + 1 < len(group) else None
-            resources = {"metadata": {"name": title},
-                         "pe_nav_top": nav_html(prefix, prev, nxt, "top", colab),
-                         "pe_nav_bottom": nav_html(prefix, prev, nxt, "bottom")}
+            resources = {
+                "metadata": {"name": title},
+                "pe_nav_top": nav_html(prefix, prev, nxt, "top", colab),
+                "pe_nav_bottom": nav_html(prefix, prev, nxt, "bottom"),
+            }
             body, _ = exporter.from_notebook_node(nb, resources=resources)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(_link_pages(body), encoding="utf-8")
             written.append(target)
             log(f"wrote {target}")
     index = out / "index.html"
-    index.write_text(index_html([(t.name, title) for t, title, _ in pages],
-                                [(f"solutions/{t.name}", title) for t, title, _ in sols] or None), encoding="utf-8")
+    index.write_text(
+        index_html(
+            [(t.name, title) for t, title, _ in pages], [(f"solutions/{t.name}", title) for t, title, _ in sols] or None
+        ),
+        encoding="utf-8",
+    )
     log(f"wrote {index}")
     return [index, *written]
 

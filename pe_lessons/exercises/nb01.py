@@ -5,7 +5,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from ._feedback import Feedback, _short, as_integer, as_number, attempt, checker, failed, is_placeholder, not_done, passed
+from ._feedback import (
+    Feedback,
+    _short,
+    as_integer,
+    as_number,
+    attempt,
+    checker,
+    failed,
+    is_placeholder,
+    not_done,
+    passed,
+)
 
 __all__ = ["check_wavelength", "check_first_slow_column", "check_offset_dot"]
 
@@ -46,14 +57,19 @@ def check_first_slow_column(answer: int | None, length: float, d_model: int, bas
     periods = [2 * math.pi * base ** (2 * (j // 2) / d_model) for j in range(d_model)]
     want = next((j for j, p in enumerate(periods) if p > length), None)
     if want is None:
-        return failed(f"No column of a {d_model}-wide model has a period over {length:g} positions: "
-                      "check the exercise's settings.")
+        return failed(
+            f"No column of a {d_model}-wide model has a period over {length:g} positions: "
+            "check the exercise's settings."
+        )
     if answer == want:
         return passed(f"Column {want} is the first whose period ({periods[want]:.1f}) exceeds {length:g} positions.")
     if want is not None and answer == want + 1:
         return failed(f"Column {answer} works, but so does column {want}: both columns of a pair share one period.")
     if 0 <= answer < d_model:
-        return failed(f"Column {answer} has period {periods[answer]:.1f}: " + ("not long enough." if periods[answer] <= length else "long enough, but an earlier column already is."))
+        return failed(
+            f"Column {answer} has period {periods[answer]:.1f}: "
+            + ("not long enough." if periods[answer] <= length else "long enough, but an earlier column already is.")
+        )
     return failed(f"Answer with a column index between 0 and {d_model - 1}.")
 
 

@@ -14,7 +14,9 @@ __all__ = ["check_table_function", "check_precision_fix"]
 
 
 @checker
-def check_table_function(my_table: Callable[[int, int], torch.Tensor] | None, max_len: int = 70000, d_model: int = 16) -> Feedback:
+def check_table_function(
+    my_table: Callable[[int, int], torch.Tensor] | None, max_len: int = 70000, d_model: int = 16
+) -> Feedback:
     """Check ``my_table(max_len, d_model)``: shape, layout, and accuracy out to large positions."""
     if is_placeholder(my_table):
         return not_done()
@@ -24,20 +26,25 @@ def check_table_function(my_table: Callable[[int, int], torch.Tensor] | None, ma
     if not isinstance(table, torch.Tensor):
         return failed(f"my_table must return a torch.Tensor, got {type(table).__name__}.")
     if tuple(table.shape) != (max_len, d_model):
-        return failed(f"Shape {tuple(table.shape)}; expected (max_len, d_model) = ({max_len}, {d_model}). "
-                      "Did the sin/cos interleaving keep both halves?")
+        return failed(
+            f"Shape {tuple(table.shape)}; expected (max_len, d_model) = ({max_len}, {d_model}). "
+            "Did the sin/cos interleaving keep both halves?"
+        )
     if not table.is_floating_point():
         return failed(f"dtype {table.dtype}: a table of sines needs a floating dtype.")
     if table.device.type == "meta":
-        return failed("my_table returned a tensor on the meta device: it has a shape but no values. "
-                      "Build it on the CPU.")
+        return failed(
+            "my_table returned a tensor on the meta device: it has a shape but no values. Build it on the CPU."
+        )
     table = table.detach().cpu().double()
     finite = torch.isfinite(table)
     if not bool(finite.all()):
         pos, col = (int(v) for v in (~finite).nonzero()[0])
-        return failed(f"The table holds {int((~finite).sum())} NaN/inf entries, the first at position {pos}, "
-                      f"column {col} ({table[pos, col].item()}): sin and cos are always finite — look for a "
-                      "division by zero or 0 * inf.")
+        return failed(
+            f"The table holds {int((~finite).sum())} NaN/inf entries, the first at position {pos}, "
+            f"column {col} ({table[pos, col].item()}): sin and cos are always finite — look for a "
+            "division by zero or 0 * inf."
+        )
     exact = sinusoidal_table(max_len, d_model, dtype=torch.float64)
     near = (table[:1000] - exact[:1000]).abs().max().item()
     if near > 1e-4:
@@ -46,14 +53,20 @@ def check_table_function(my_table: Callable[[int, int], torch.Tensor] | None, ma
         if torch.allclose(table[:1000, 0::2], exact[:1000, 1::2], atol=1e-4):
             return failed("sin and cos are swapped: sin goes in the even columns, cos in the odd ones.")
         if torch.allclose(table[:1000, : d_model // 2], exact[:1000, 0::2], atol=1e-4):
-            return failed("You concatenated [sin | cos] halves; this exercise asks for the paper's interleaved layout "
-                          "(sin at 2i, cos at 2i+1) — einops.rearrange(..., 'two pos i -> pos (i two)') does it.")
-        return failed(f"Off by up to {near:.2g} in the first 1000 positions: check the frequencies base**(-2i/d_model).")
+            return failed(
+                "You concatenated [sin | cos] halves; this exercise asks for the paper's interleaved layout "
+                "(sin at 2i, cos at 2i+1) — einops.rearrange(..., 'two pos i -> pos (i two)') does it."
+            )
+        return failed(
+            f"Off by up to {near:.2g} in the first 1000 positions: check the frequencies base**(-2i/d_model)."
+        )
     far = (table - exact).abs().max().item()
     if far > 5e-7:
         worst = int((table - exact).abs().amax(dim=1).argmax())
-        return failed(f"Right near 0, but off by {far:.1g} at position {worst}: the angles pos·ω were rounded to float32. "
-                      "Form them in float64 (then cast the table) and the error drops below 5e-7.")
+        return failed(
+            f"Right near 0, but off by {far:.1g} at position {worst}: the angles pos·ω were rounded to float32. "
+            "Form them in float64 (then cast the table) and the error drops below 5e-7."
+        )
     return passed(f"Correct: within 5e-7 of the exact values at every position up to {max_len - 1}.")
 
 
@@ -117,8 +130,10 @@ def check_precision_fix(
             "Compute ω in float64 too."
         )
     if err[:1000].max().item() > 1e-4:
-        return failed(f"Off by {err[:1000].max().item():.2g} already in the first 1000 positions: check the layout "
-                      "(sin at 2i, cos at 2i+1) and the frequencies base^(-2i/d_model).")
+        return failed(
+            f"Off by {err[:1000].max().item():.2g} already in the first 1000 positions: check the layout "
+            "(sin at 2i, cos at 2i+1) and the frequencies base^(-2i/d_model)."
+        )
     pos = int(err.amax(dim=1).argmax())
     return failed(
         f"Right near 0, but off by {worst:.1g} at position {pos}: some step still rounds to float32 before sin/cos "

@@ -108,7 +108,7 @@ def check_mystery(answer: str | None) -> Feedback:
     if is_placeholder(answer):
         return not_done()
     if not isinstance(answer, str):
-        return failed(f"Answer with the variant's name as a string, e.g. \"sin_only\", got {type(answer).__name__}.")
+        return failed(f'Answer with the variant\'s name as a string, e.g. "sin_only", got {type(answer).__name__}.')
     if answer == _MYSTERY:
         return passed(
             f"It is {_MYSTERY}: PE(0) and the sin-column frequencies are right, but the pairs leave the "
@@ -150,12 +150,14 @@ def check_dropout_fix(add_positions: Callable[..., torch.Tensor] | None) -> Feed
     if not all(isinstance(out, torch.Tensor) and out.shape == want.shape for out in outs):
         return failed(f"add_positions must return a tensor shaped like x, {list(x.shape)}.")
     if not all(out.is_floating_point() and out.device.type != "meta" for out in outs):
-        return failed("add_positions must return real floating values (x + the table), "
-                      "with data (not on the meta device).")
+        return failed(
+            "add_positions must return real floating values (x + the table), with data (not on the meta device)."
+        )
     evals, trained = [out.detach().cpu().float() for out in outs[:2]], outs[2].detach().cpu().float()
     if not all(bool(torch.isfinite(out).all()) for out in outs):
-        return failed("add_positions returned NaN or inf: x + table[:seq_len] is finite, "
-                      "and dropout only zeroes and scales.")
+        return failed(
+            "add_positions returned NaN or inf: x + table[:seq_len] is finite, and dropout only zeroes and scales."
+        )
     if not all(torch.allclose(out, want, atol=1e-6) for out in evals):
         if any((out == 0).any() for out in evals):
             return failed(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import numbers
 
-
 from ..sinusoidal import wavelengths
 from ._feedback import (
     Feedback,
@@ -47,14 +46,18 @@ def check_predicted_wavelength(answer: float | None, column: int, d_model: int, 
     i = column // 2
     want = 2 * math.pi * base ** (2 * i / d_model)
     if _close(answer, want):
-        return passed(f"Column {column} (pair i = {i}) repeats every {want:,.1f} positions: 2π·{base:g}^({2 * i}/{d_model}).")
+        return passed(
+            f"Column {column} (pair i = {i}) repeats every {want:,.1f} positions: 2π·{base:g}^({2 * i}/{d_model})."
+        )
     if base != 10000.0 and _close(answer, 2 * math.pi * 10000.0 ** (2 * i / d_model)):
         return failed(f"You used base 10000; this model uses base = {base:g}. The wavelength is 2π·base^(2i/d_model).")
     return check_wavelength(answer, column, d_model, base)  # the formula's usual slips (2π, pair index, frequency)
 
 
 @checker
-def check_first_honest_column(answer: int | None, n_positions: int, pixels: int, d_model: int, base: float = 10000.0) -> Feedback:
+def check_first_honest_column(
+    answer: int | None, n_positions: int, pixels: int, d_model: int, base: float = 10000.0
+) -> Feedback:
     """Check the first column a picture of ``n_positions`` rows in ``pixels`` pixels can draw without aliasing.
 
     Each pixel stands for ``n_positions / pixels`` positions; by the Nyquist limit a
@@ -73,18 +76,24 @@ def check_first_honest_column(answer: int | None, n_positions: int, pixels: int,
     if want is None:
         return failed("No column of this model is slow enough for this picture: every column aliases.")
     if answer == want:
-        return passed(f"Column {want}: period {lam[want]:,.0f} > 2 × {per_pixel:g} positions per pixel = {2 * per_pixel:g}. "
-                      f"Columns 0–{want - 1} alias.")
+        return passed(
+            f"Column {want}: period {lam[want]:,.0f} > 2 × {per_pixel:g} positions per pixel = {2 * per_pixel:g}. "
+            f"Columns 0–{want - 1} alias."
+        )
     if not 0 <= answer < d_model:
         return failed(f"Answer with a column index between 0 and {d_model - 1}.")
     if answer == one_pixel and one_pixel != want:
-        return failed(f"Column {answer}'s period ({lam[answer]:,.0f}) exceeds one pixel ({per_pixel:g} positions), "
-                      "but Nyquist needs at least two samples per period: compare with 2 pixels' worth of positions.")
+        return failed(
+            f"Column {answer}'s period ({lam[answer]:,.0f}) exceeds one pixel ({per_pixel:g} positions), "
+            "but Nyquist needs at least two samples per period: compare with 2 pixels' worth of positions."
+        )
     if answer == want + 1:
         return failed(f"Column {answer} is fine, but column {want} is too: both columns of a pair share one period.")
     if lam[answer] <= 2 * per_pixel:
-        return failed(f"Column {answer} has period {lam[answer]:,.1f} positions, not more than two pixels "
-                      f"({2 * per_pixel:g} positions): it aliases.")
+        return failed(
+            f"Column {answer} has period {lam[answer]:,.1f} positions, not more than two pixels "
+            f"({2 * per_pixel:g} positions): it aliases."
+        )
     return failed(f"Column {answer} is drawn honestly (period {lam[answer]:,.0f}), but an earlier column already is.")
 
 

@@ -48,13 +48,16 @@ def check_pair_block(answer: object, k: int = 3, i: int = 1, d_model: int = 8, b
         shape = list(m.shape) if m is not None else type(answer).__name__
         return failed(f"Answer with a 2×2 matrix (a list of two rows of two real numbers), got {shape}.")
     if not bool(torch.isfinite(m).all()):
-        return failed(f"Your matrix holds NaN or inf ({m.tolist()}): every entry of a rotation is a cos or sin, "
-                      "in [−1, 1].")
+        return failed(
+            f"Your matrix holds NaN or inf ({m.tolist()}): every entry of a rotation is a cos or sin, in [−1, 1]."
+        )
     omega = base ** (-2 * i / d_model)
     b = k * omega
     want = offset_blocks(k, d_model, base)[i]
     if _same(m, want):
-        return passed(f"That is block {i} of M_{k}: a rotation by b = k·ω_{i} = {b:.4f} rad, with cos b on the diagonal.")
+        return passed(
+            f"That is block {i} of M_{k}: a rotation by b = k·ω_{i} = {b:.4f} rad, with cos b on the diagonal."
+        )
     if _same(m, want.T):
         return failed(
             "This is the transpose, i.e. the block of M_(−k): it moves backwards. Read the first row off "
@@ -62,12 +65,18 @@ def check_pair_block(answer: object, k: int = 3, i: int = 1, d_model: int = 8, b
         )
     c, s = m[0, 0].item(), m[0, 1].item()
     rotation_form = _same(m, torch.tensor([[c, s], [-s, c]], dtype=torch.float64))
-    if _same(m, torch.tensor([[c, s], [s, c]], dtype=torch.float64)) or _same(m, torch.tensor([[c, -s], [-s, c]], dtype=torch.float64)):
+    if _same(m, torch.tensor([[c, s], [s, c]], dtype=torch.float64)) or _same(
+        m, torch.tensor([[c, -s], [-s, c]], dtype=torch.float64)
+    ):
         if abs(s) > 1e-6:
-            return failed("A sign is wrong: the two off-diagonal entries must be opposite (+sin b above, −sin b below), "
-                          "from cos(a+b) = cos a·cos b − sin a·sin b.")
+            return failed(
+                "A sign is wrong: the two off-diagonal entries must be opposite (+sin b above, −sin b below), "
+                "from cos(a+b) = cos a·cos b − sin a·sin b."
+            )
     if _same(m, torch.tensor([[math.sin(b), math.cos(b)], [-math.cos(b), math.sin(b)]], dtype=torch.float64)):
-        return failed("sin and cos are swapped: cos b belongs on the diagonal (at b = 0 the block must be the identity).")
+        return failed(
+            "sin and cos are swapped: cos b belongs on the diagonal (at b = 0 the block must be the identity)."
+        )
     if rotation_form and abs(c * c + s * s - 1) < 1e-6:
         got = math.atan2(s, c)
         candidates = {
@@ -79,16 +88,20 @@ def check_pair_block(answer: object, k: int = 3, i: int = 1, d_model: int = 8, b
         }
         for name, angles in candidates.items():
             if any(abs(math.remainder(got - ang, 2 * math.pi)) < 1e-6 for ang in angles):
-                return failed({
-                    "degrees": "The angle looks converted between degrees and radians: math.cos and torch.cos work in "
-                               f"radians, and b = k·ω_{i} = {b:.4f} is already in radians.",
-                    "no k": f"You rotated by ω_{i} = {omega:.4f}, one position's worth: the offset is k = {k}, so b = k·ω_{i}.",
-                    "column index": f"The frequency uses the column index 2i = {2 * i} in place of the pair index i = {i}: "
-                                    f"ω_i = base^(−2i/d_model).",
-                    "pair 0": f"You rotated by k = {k} rad, the angle of pair 0 (ω_0 = 1); pair {i} turns by k·ω_{i}.",
-                    "exponent i/d": "The exponent is i/d_model; the paper's is 2i/d_model.",
-                }[name])
-        return failed(f"The form is right (a rotation) but the angle is {got:.4f} rad; it should be b = k·ω_{i} = {b:.4f}.")
+                return failed(
+                    {
+                        "degrees": "The angle looks converted between degrees and radians: math.cos and torch.cos work in "
+                        f"radians, and b = k·ω_{i} = {b:.4f} is already in radians.",
+                        "no k": f"You rotated by ω_{i} = {omega:.4f}, one position's worth: the offset is k = {k}, so b = k·ω_{i}.",
+                        "column index": f"The frequency uses the column index 2i = {2 * i} in place of the pair index i = {i}: "
+                        f"ω_i = base^(−2i/d_model).",
+                        "pair 0": f"You rotated by k = {k} rad, the angle of pair 0 (ω_0 = 1); pair {i} turns by k·ω_{i}.",
+                        "exponent i/d": "The exponent is i/d_model; the paper's is 2i/d_model.",
+                    }[name]
+                )
+        return failed(
+            f"The form is right (a rotation) but the angle is {got:.4f} rad; it should be b = k·ω_{i} = {b:.4f}."
+        )
     return failed(
         f"Expected [[cos b, sin b], [−sin b, cos b]] with b = k·ω_{i} = {b:.4f}; "
         f"your top-left entry is {c:.4f} (cos b = {math.cos(b):.4f})."
@@ -107,8 +120,16 @@ def _no_trig() -> Iterator[None]:
     def forbidden(*args, **kwargs):
         raise _TrigCalled
 
-    targets = [(math, "sin"), (math, "cos"), (torch, "sin"), (torch, "cos"), (torch.Tensor, "sin"),
-               (torch.Tensor, "cos"), (np, "sin"), (np, "cos")]
+    targets = [
+        (math, "sin"),
+        (math, "cos"),
+        (torch, "sin"),
+        (torch, "cos"),
+        (torch.Tensor, "sin"),
+        (torch.Tensor, "cos"),
+        (np, "sin"),
+        (np, "cos"),
+    ]
     saved = [(obj, name, getattr(obj, name)) for obj, name in targets]
     try:
         for obj, name, _ in saved:
@@ -138,8 +159,10 @@ def check_shift(my_shift: Callable[[torch.Tensor, torch.Tensor], object] | None,
             with _no_trig():
                 got = my_shift(table[pos].clone(), table[k].clone())
         except _TrigCalled:
-            return failed("Your function calls sin or cos. It does not need to: PE(k) already holds sin(k·ω_i) "
-                          "(column 2i) and cos(k·ω_i) (column 2i+1), the entries of M_k.")
+            return failed(
+                "Your function calls sin or cos. It does not need to: PE(k) already holds sin(k·ω_i) "
+                "(column 2i) and cos(k·ω_i) (column 2i+1), the entries of M_k."
+            )
         except (Exception, SystemExit) as err:  # show the student their own error, briefly
             return describe_error(f"my_shift(PE({pos}), PE({k}))", err)
         row = _as_matrix(got)
@@ -156,18 +179,26 @@ def check_shift(my_shift: Callable[[torch.Tensor, torch.Tensor], object] | None,
             continue
         where = f"For pos = {pos}, k = {k}: "
         if _same(got, table[pos] + table[k], 1e-9):
-            return failed(where + "you added the rows. Adding encodings does not add positions: PE(pos)+PE(k) is not "
-                          "PE(pos+k). Rotate each pair of PE(pos) by the angle stored in the same pair of PE(k).")
+            return failed(
+                where + "you added the rows. Adding encodings does not add positions: PE(pos)+PE(k) is not "
+                "PE(pos+k). Rotate each pair of PE(pos) by the angle stored in the same pair of PE(k)."
+            )
         if _same(got, table[pos] * table[k], 1e-9):
-            return failed(where + "you multiplied the rows entry by entry; each new entry needs both the sin and the cos "
-                          "of its pair (angle addition), e.g. sin(a+b) = sin a·cos b + cos a·sin b.")
+            return failed(
+                where + "you multiplied the rows entry by entry; each new entry needs both the sin and the cos "
+                "of its pair (angle addition), e.g. sin(a+b) = sin a·cos b + cos a·sin b."
+            )
         if pos - k >= 0 and _same(got, table[pos - k], 1e-9):
             return failed(where + "you got PE(pos − k): a sign is flipped (you applied M_kᵀ = M_(−k)).")
         if _same(got[swap], want, 1e-9):
-            return failed(where + "sin and cos are swapped in your result: column 2i is sin(a+b), column 2i+1 is cos(a+b).")
+            return failed(
+                where + "sin and cos are swapped in your result: column 2i is sin(a+b), column 2i+1 is cos(a+b)."
+            )
         first = int((got - want).abs().argmax())
         return failed(where + f"column {first} is {got[first].item():.6f}, expected {want[first].item():.6f}.")
-    return passed(f"my_shift gives PE(pos + k) for all {len(cases)} cases, using only products and sums of PE(pos) and PE(k).")
+    return passed(
+        f"my_shift gives PE(pos + k) for all {len(cases)} cases, using only products and sums of PE(pos) and PE(k)."
+    )
 
 
 def _distance(k: int) -> float:
@@ -188,24 +219,39 @@ def check_return_offset(answer: object, max_offset: int = 100) -> Feedback:
     k, problem = as_integer(answer, f"an integer offset k between 1 and {max_offset}")
     if problem is not None:
         value = answer.item() if isinstance(answer, torch.Tensor) and answer.numel() == 1 else answer
-        if (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and value != 0
-                and abs(float(value) / (2 * math.pi) - round(float(value) / (2 * math.pi))) < 1e-3):
-            return failed("That is a multiple of 2π, but offsets are whole numbers of positions: k must be an integer, "
-                          "and no integer is exactly a multiple of 2π.")
+        if (
+            isinstance(value, numbers.Real)
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            and value != 0
+            and abs(float(value) / (2 * math.pi) - round(float(value) / (2 * math.pi))) < 1e-3
+        ):
+            return failed(
+                "That is a multiple of 2π, but offsets are whole numbers of positions: k must be an integer, "
+                "and no integer is exactly a multiple of 2π."
+            )
         return problem
     if not 1 <= k <= max_offset:
         return failed(f"k = {k} is outside the search range 1 ≤ k ≤ {max_offset}.")
     best = min(range(1, max_offset + 1), key=_distance)
     if k == best:
-        return passed(f"k = {best}: pair 0 turns by {best} rad = {best / (2 * math.pi):.4f} full turns and lands "
-                      f"{_distance(best):.4f} from its start (2π ≈ {best}/{round(best / (2 * math.pi))}).")
+        return passed(
+            f"k = {best}: pair 0 turns by {best} rad = {best / (2 * math.pi):.4f} full turns and lands "
+            f"{_distance(best):.4f} from its start (2π ≈ {best}/{round(best / (2 * math.pi))})."
+        )
     miss = math.remainder(k, 2 * math.pi)
     if k in (6, 7):
-        return failed(f"k = {k} is about one turn (2π ≈ 6.283) but misses a whole turn by {abs(miss):.3f} rad "
-                      f"(distance {_distance(k):.3f}). Several turns can fit an integer much better: look for k/2π "
-                      "close to a whole number.")
+        return failed(
+            f"k = {k} is about one turn (2π ≈ 6.283) but misses a whole turn by {abs(miss):.3f} rad "
+            f"(distance {_distance(k):.3f}). Several turns can fit an integer much better: look for k/2π "
+            "close to a whole number."
+        )
     if k % best == 0:
-        return failed(f"k = {k} comes back close (distance {_distance(k):.4f}), but a smaller k comes back even closer: "
-                      "the error grows with each repetition.")
-    return failed(f"After k = {k} the pair is {abs(miss):.3f} rad from a whole number of turns (distance "
-                  f"{_distance(k):.4f}); some k in 1 … {max_offset} does much better. Compute the distance for every k.")
+        return failed(
+            f"k = {k} comes back close (distance {_distance(k):.4f}), but a smaller k comes back even closer: "
+            "the error grows with each repetition."
+        )
+    return failed(
+        f"After k = {k} the pair is {abs(miss):.3f} rad from a whole number of turns (distance "
+        f"{_distance(k):.4f}); some k in 1 … {max_offset} does much better. Compute the distance for every k."
+    )

@@ -59,14 +59,18 @@ def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
     if problem is not None:
         return problem
     if not isinstance(module, nn.Module):
-        return failed("Make it an nn.Module (class MyLearned(nn.Module), with super().__init__()) so the optimizer finds its table.")
+        return failed(
+            "Make it an nn.Module (class MyLearned(nn.Module), with super().__init__()) so the optimizer finds its table."
+        )
     tables = [p for p in module.parameters() if p.shape == (max_len, d_model)]
     if not tables:
         buffers = [b for b in module.buffers() if b.shape == (max_len, d_model)]
         shapes = [list(p.shape) for p in module.parameters()]
         if buffers:
             return failed("The table is a buffer, so it never trains: wrap it in nn.Parameter (or use nn.Embedding).")
-        return failed(f"No trainable table of shape [max_len, d_model] = [{max_len}, {d_model}] found (parameters: {shapes}).")
+        return failed(
+            f"No trainable table of shape [max_len, d_model] = [{max_len}, {d_model}] found (parameters: {shapes})."
+        )
     table = tables[0]
     x = torch.randn(2, max_len - 2, d_model)
     out, problem = attempt(f"forward on x of shape {list(x.shape)}", module, x)
@@ -76,21 +80,30 @@ def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
         shape = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         return failed(f"forward must return a tensor shaped like x, {list(x.shape)}; got {shape}.")
     if not out.is_floating_point() or out.device != x.device:
-        return failed(f"forward must return real floating values on x's device ({x.device}); "
-                      f"got {out.dtype} on {out.device}.")
+        return failed(
+            f"forward must return real floating values on x's device ({x.device}); got {out.dtype} on {out.device}."
+        )
     if not bool(torch.isfinite(out.detach()).all()):
-        return failed("forward returned NaN or inf: x + weight[:seq] is finite when the table is "
-                      "(initialise it with finite values).")
+        return failed(
+            "forward returned NaN or inf: x + weight[:seq] is finite when the table is "
+            "(initialise it with finite values)."
+        )
     added = (out - x).detach().to(table.dtype)
     seq = x.shape[1]
     if not torch.allclose(added, table[:seq].detach().expand_as(added), atol=1e-6):
         if torch.allclose(added, table[-seq:].detach().expand_as(added), atol=1e-6):
             return failed("You added the last seq rows; position pos gets row pos, i.e. weight[:seq].")
         if torch.allclose(out, x, atol=1e-6):
-            return failed("The output equals x: the table is never added (or it is all zeros — initialise it randomly, e.g. N(0, 0.02²)).")
-        return failed("out - x should be weight[:seq] (the same rows for every batch item): row pos is added at position pos.")
+            return failed(
+                "The output equals x: the table is never added (or it is all zeros — initialise it randomly, e.g. N(0, 0.02²))."
+            )
+        return failed(
+            "out - x should be weight[:seq] (the same rows for every batch item): row pos is added at position pos."
+        )
     if torch.count_nonzero(table) == 0:
-        return failed("The table starts as all zeros; initialise it randomly (e.g. torch.randn(...) * 0.02) so positions differ from the start.")
+        return failed(
+            "The table starts as all zeros; initialise it randomly (e.g. torch.randn(...) * 0.02) so positions differ from the start."
+        )
     no_grad = "No gradient reaches the table: do not detach it or wrap the addition in torch.no_grad()."
     if not out.requires_grad:  # detached, or computed under torch.no_grad(): backward would raise
         return failed(no_grad)
@@ -109,18 +122,33 @@ def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
     except ValueError as err:
         numbers = set(re.findall(r"\d+", str(err)))
         if not {str(too_long), str(max_len)} <= numbers:
-            return failed(f"Right exception, but say which numbers clash: the message should contain the length {too_long} and max_len {max_len}; yours is {str(err)!r}.")
+            return failed(
+                f"Right exception, but say which numbers clash: the message should contain the length {too_long} "
+                f"and max_len {max_len}; yours is {str(err)!r}."
+            )
     except (IndexError, RuntimeError) as err:
-        return failed(f"seq = {too_long} > max_len = {max_len} crashed with {type(err).__name__} from torch; check seq against max_len first and raise ValueError naming both numbers.")
+        return failed(
+            f"seq = {too_long} > max_len = {max_len} crashed with {type(err).__name__} from torch; "
+            "check seq against max_len first and raise ValueError naming both numbers."
+        )
     except Exception as err:
-        return failed(f"seq = {too_long} > max_len = {max_len} raised {type(err).__name__}; raise ValueError naming both numbers.")
+        return failed(
+            f"seq = {too_long} > max_len = {max_len} raised {type(err).__name__}; raise ValueError naming both numbers."
+        )
     else:
-        return failed(f"A sequence of {too_long} positions ran through a table with {max_len} rows without an error: it must raise ValueError (a silent wrong result is worse than a crash).")
-    return passed(f"A trainable [{max_len}, {d_model}] table, the first seq rows added, gradients flow, and a clear ValueError past max_len.")
+        return failed(
+            f"A sequence of {too_long} positions ran through a table with {max_len} rows without an error: "
+            "it must raise ValueError (a silent wrong result is worse than a crash)."
+        )
+    return passed(
+        f"A trainable [{max_len}, {d_model}] table, the first seq rows added, gradients flow, and a clear ValueError past max_len."
+    )
 
 
 @checker
-def check_predicted_error(exception: type | None, numbers: Iterable[int] | None, *, seq_len: int = 20, max_len: int = 12) -> Feedback:
+def check_predicted_error(
+    exception: type | None, numbers: Iterable[int] | None, *, seq_len: int = 20, max_len: int = 12
+) -> Feedback:
     """Check a prediction of what a learned table with ``max_len`` rows does on ``seq_len`` positions:
     the exception class and the two numbers its message names."""
     if _is_placeholder(exception) or _is_placeholder(numbers):
@@ -131,17 +159,24 @@ def check_predicted_error(exception: type | None, numbers: Iterable[int] | None,
     if isinstance(exception, str):
         return failed(f"Give the exception class itself (e.g. KeyError, no quotes), not the string {exception!r}.")
     if exception is IndexError:
-        return failed("IndexError is what a bare table lookup gives (the classic 'index out of range' crash); pe_lessons checks the length first.")
+        return failed(
+            "IndexError is what a bare table lookup gives (the classic 'index out of range' crash); "
+            "pe_lessons checks the length first."
+        )
     if exception is not ValueError:
         name = getattr(exception, "__name__", None)
         name = name if isinstance(name, str) else f"{type(exception).__name__} object"
-        return failed(f"{name} is not it: a length that the table cannot serve is a bad value, so the module raises ValueError.")
+        return failed(
+            f"{name} is not it: a length that the table cannot serve is a bad value, so the module raises ValueError."
+        )
     if numbers == {seq_len, max_len}:
         return passed(f"ValueError naming the sequence length {seq_len} and max_len {max_len}.")
     if numbers == {seq_len - 1, max_len}:
         return failed(f"Close: the message names the sequence length {seq_len}, not the last position {seq_len - 1}.")
     if numbers == {seq_len, max_len - 1}:
-        return failed(f"Close: the message names max_len {max_len} (the number of rows), not the last row index {max_len - 1}.")
+        return failed(
+            f"Close: the message names max_len {max_len} (the number of rows), not the last row index {max_len - 1}."
+        )
     return failed(f"The message names the sequence length and the table's max_len; you gave {sorted(numbers)}.")
 
 
@@ -157,10 +192,10 @@ ORDER_CHANGES = {
 }
 _ORDER_WHY = {
     "a": "a causal mask breaks the symmetry: token t now sees only the tokens listed before it, so moving a "
-         "token changes which keys others can attend to (this is why a causal decoder can infer order without "
-         "any position encoding)",
+    "token changes which keys others can attend to (this is why a causal decoder can infer order without "
+    "any position encoding)",
     "b": "mean pooling adds the per-token outputs, and a sum ignores their order: the pooled output of a "
-         "position-free model is permutation invariant, it sees order even less",
+    "position-free model is permutation invariant, it sees order even less",
     "c": "a layer norm acts on each token's vector alone, so it commutes with any shuffle of the tokens",
     "d": "added position vectors give the token at place 3 another input than the same token at place 5",
     "e": "an MLP, however wide, acts on each token's vector alone, so it commutes with any shuffle of the tokens",
@@ -189,8 +224,10 @@ def check_order_breakers(answer: object) -> Feedback:
         return failed(f"{unknown} are not among the options {sorted(ORDER_CHANGES)}.")
     want = {"a", "d", "f"}
     if chosen == want:
-        return passed("a, d and f: a causal mask, added positions and rotary each make outputs depend on order; "
-                      "pooling, layer norm and MLPs treat tokens as a set.")
+        return passed(
+            "a, d and f: a causal mask, added positions and rotary each make outputs depend on order; "
+            "pooling, layer norm and MLPs treat tokens as a set."
+        )
     wrong = [f"({k}) {_ORDER_WHY[k]}" for k in sorted(chosen - want)]
     missed = [f"({k}) {_ORDER_WHY[k]}" for k in sorted(want - chosen)]
     parts = []

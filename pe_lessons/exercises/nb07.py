@@ -53,9 +53,13 @@ def check_rotate_half(my_rotate_half: Callable[[torch.Tensor], torch.Tensor] | N
     x1, x2 = x[..., :h], x[..., h:]
     want = torch.cat((-x2, x1), -1)
     if _same(out, want):
-        return passed(f"my_rotate_half turns each pair (x[i], x[i + {h}]) into (-x[i + {h}], x[i]): a quarter turn, the half layout's pairing.")
+        return passed(
+            f"my_rotate_half turns each pair (x[i], x[i + {h}]) into (-x[i + {h}], x[i]): a quarter turn, the half layout's pairing."
+        )
     if _same(out, torch.cat((x2, -x1), -1)):
-        return failed("Sign flipped: rotate_half is [-x2, x1] (minus on the moved second half), you returned [x2, -x1] — a rotation the other way.")
+        return failed(
+            "Sign flipped: rotate_half is [-x2, x1] (minus on the moved second half), you returned [x2, -x1] — a rotation the other way."
+        )
     if _same(out, torch.cat((x2, x1), -1)):
         return failed("The halves are swapped but the minus sign is missing: rotate_half is [-x2, x1].")
     pairs = x.unflatten(-1, (h, 2))
@@ -67,8 +71,12 @@ def check_rotate_half(my_rotate_half: Callable[[torch.Tensor], torch.Tensor] | N
     if _same(out, -want) or _same(out, torch.cat((-x1, x2), -1)):
         return failed("Close, but the signs are wrong: the first half of the output is -x2, the second half is +x1.")
     if _same(out, x):
-        return failed("The output equals the input: split x into halves x1 = x[..., :d/2], x2 = x[..., d/2:] and return [-x2, x1].")
-    return failed("Not rotate_half: split the last dimension into halves x1, x2 and return torch.cat((-x2, x1), dim=-1).")
+        return failed(
+            "The output equals the input: split x into halves x1 = x[..., :d/2], x2 = x[..., d/2:] and return [-x2, x1]."
+        )
+    return failed(
+        "Not rotate_half: split the last dimension into halves x1, x2 and return torch.cat((-x2, x1), dim=-1)."
+    )
 
 
 @checker
@@ -91,17 +99,30 @@ def check_to_half_layout(my_to_half: Callable[[torch.Tensor], torch.Tensor] | No
         s_conv = apply_rope(out, layout="half") @ apply_rope(k_conv, layout="half").transpose(-1, -2)
         if not _same(s_conv, s_orig):  # pragma: no cover - a correct permutation always passes
             return failed("The features are right for this x, but not for another one: is your function deterministic?")
-        return passed("Feature 2i goes to i and 2i+1 to i + d/2: with layout='half' the converted q and k give exactly the original scores.")
+        return passed(
+            "Feature 2i goes to i and 2i+1 to i + d/2: with layout='half' the converted q and k give exactly the original scores."
+        )
     if _same(out, to_interleaved_layout(x)):
-        return failed("That is the inverse permutation (half → interleaved). Here feature 2i must land at i and 2i+1 at i + d/2: x[..., P] with P = [0, 2, 4, …, 1, 3, 5, …].")
+        return failed(
+            "That is the inverse permutation (half → interleaved). Here feature 2i must land at i and 2i+1 at i + d/2: "
+            "x[..., P] with P = [0, 2, 4, …, 1, 3, 5, …]."
+        )
     if _same(out, x):
-        return failed("Nothing moved: the half layout pairs (i, i + d/2), so the even features go to the first half and the odd ones to the second.")
+        return failed(
+            "Nothing moved: the half layout pairs (i, i + d/2), so the even features go to the first half and the odd ones to the second."
+        )
     odd_first = torch.cat((x[..., 1::2], x[..., 0::2]), -1)
     if _same(out, odd_first):
-        return failed("Odd features first: pair (2i, 2i+1) must become (i, i + d/2), so the even feature 2i goes to the first half.")
+        return failed(
+            "Odd features first: pair (2i, 2i+1) must become (i, i + d/2), so the even feature 2i goes to the first half."
+        )
     if _same(out.sort(dim=-1).values, x.sort(dim=-1).values):
-        return failed("Your output holds the right features in the wrong order: position i needs feature 2i, position i + d/2 needs feature 2i + 1.")
-    return failed("Not a reordering of x's features: the conversion only permutes them (x[..., P], P = [0, 2, …, d-2, 1, 3, …, d-1]).")
+        return failed(
+            "Your output holds the right features in the wrong order: position i needs feature 2i, position i + d/2 needs feature 2i + 1."
+        )
+    return failed(
+        "Not a reordering of x's features: the conversion only permutes them (x[..., P], P = [0, 2, …, d-2, 1, 3, …, d-1])."
+    )
 
 
 @checker
@@ -128,11 +149,17 @@ def check_score_prediction(
     want = score(m, n)
     tol = 1e-4 * max(1.0, abs(want))
     if abs(value - want) <= tol:
-        return passed(f"⟨R_{m} q, R_{n} k⟩ = {want:.4f}: it only depends on the offset m − n = {m - n}, so positions ({m - n}, 0) give it too.")
+        return passed(
+            f"⟨R_{m} q, R_{n} k⟩ = {want:.4f}: it only depends on the offset m − n = {m - n}, so positions ({m - n}, 0) give it too."
+        )
     if abs(value - float((q64 * k64).sum())) <= tol:
-        return failed("That is q·k without any rotation: the score depends on the offset m − n, so rotate q by m − n (or q by m and k by n).")
+        return failed(
+            "That is q·k without any rotation: the score depends on the offset m − n, so rotate q by m − n (or q by m and k by n)."
+        )
     if abs(value - score(n, m)) <= tol:
-        return failed(f"Offset sign: you computed the score for m − n = {n - m}; the query is at m = {m}, the key at n = {n}, offset {m - n}.")
+        return failed(
+            f"Offset sign: you computed the score for m − n = {n - m}; the query is at m = {m}, the key at n = {n}, offset {m - n}."
+        )
     other = "half" if layout == "interleaved" else "interleaved"
     if abs(value - score(m, n, other)) <= tol:
         return failed(f"You rotated with layout='{other}'; these q and k use layout='{layout}'.")

@@ -41,16 +41,24 @@ def check_bytes_moved(answer: float | None) -> Feedback:
     d = BIAS_SHAPE[-1]
     want = 4 * (2 * n + d)
     if _near(value, want, 0.001):
-        return passed(f"{want:,} bytes ≈ {want / 1e6:.1f} MB: read x ({4 * n:,}), read bias ({4 * d:,}), write y ({4 * n:,}).")
+        return passed(
+            f"{want:,} bytes ≈ {want / 1e6:.1f} MB: read x ({4 * n:,}), read bias ({4 * d:,}), write y ({4 * n:,})."
+        )
     if _near(value, 2 * n + d, 0.001) or _near(value, 2 * n, 0.001):
         return failed("That counts elements. A float32 element is 4 bytes: multiply by 4.")
     if _near(value, 8 * want, 0.001):
         return failed("That is in bits: divide by 8 (a float32 is 4 bytes = 32 bits).")
     if _near(value, 4 * n, 0.001) or _near(value, 4 * (n + d), 0.001):
-        return failed("You counted one direction only: the op reads x (and the bias) and writes y, a tensor of x's size.")
+        return failed(
+            "You counted one direction only: the op reads x (and the bias) and writes y, a tensor of x's size."
+        )
     if _near(value, 12 * n, 0.001) or _near(value, 12 * n + 4 * d, 0.001):
-        return failed("The bias is broadcast, not copied: it is read as its own 768 values, not as a full tensor of x's size.")
-    return failed(f"{value:,.0f} bytes is off. Count what the op must read once and write once, in bytes (float32 = 4 bytes).")
+        return failed(
+            "The bias is broadcast, not copied: it is read as its own 768 values, not as a full tensor of x's size."
+        )
+    return failed(
+        f"{value:,.0f} bytes is off. Count what the op must read once and write once, in bytes (float32 = 4 bytes)."
+    )
 
 
 @checker
@@ -73,18 +81,26 @@ def check_predicted_time(answer_us: float | None, kernel: str = "fused") -> Feed
     want = passes * n * 2 / GPU_BANDWIDTH * 1e6
     if _near(value, want, 0.05):
         return passed(f"≈ {want:.1f} µs: {passes}N elements × 2 bytes = {passes * n * 2 / 1e6:.1f} MB at 2 TB/s.")
-    for factor, why in ((2.0, "float32's 4 bytes per element: bfloat16 has 2."),
-                        (1e3, "a unit slip: 1 s = 1e6 µs (that answer is in nanoseconds?)"),
-                        (1e-3, "a unit slip: the answer should be in µs (that looks like ms)."),
-                        (1e-6, "a unit slip: the answer should be in µs, not seconds."),
-                        (8.0, "bits, not bytes (a bfloat16 is 2 bytes).")):
+    for factor, why in (
+        (2.0, "float32's 4 bytes per element: bfloat16 has 2."),
+        (1e3, "a unit slip: 1 s = 1e6 µs (that answer is in nanoseconds?)"),
+        (1e-3, "a unit slip: the answer should be in µs (that looks like ms)."),
+        (1e-6, "a unit slip: the answer should be in µs, not seconds."),
+        (8.0, "bits, not bytes (a bfloat16 is 2 bytes)."),
+    ):
         if _near(value, want * factor, 0.05):
             return failed(f"Off by a factor {factor:g}: {why}")
     other = (10 if kernel == "fused" else 2) * n * 2 / GPU_BANDWIDTH * 1e6
     if _near(value, other, 0.05):
         if kernel == "fused":
-            return failed("That is the eager formula's traffic (10N). One fused kernel reads q once and writes once: 2N elements.")
-        return failed("That is one fused kernel (2N). The eager formula runs five kernels that move 10N elements in all.")
+            return failed(
+                "That is the eager formula's traffic (10N). One fused kernel reads q once and writes once: 2N elements."
+            )
+        return failed(
+            "That is one fused kernel (2N). The eager formula runs five kernels that move 10N elements in all."
+        )
     if _near(value, want / 2, 0.05):
         return failed("Only half the traffic: count the reads and the writes.")
-    return failed(f"{value:.4g} µs is off. time = bytes moved / bandwidth, with {passes}N elements of 2 bytes and N = {n:,}.")
+    return failed(
+        f"{value:.4g} µs is off. time = bytes moved / bandwidth, with {passes}N elements of 2 bytes and N = {n:,}."
+    )

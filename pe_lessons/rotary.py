@@ -453,8 +453,9 @@ def to_half_layout(x: torch.Tensor, *, dim: int = -1) -> torch.Tensor:
 
     ``P = [0, 2, 4, …, head_dim-2, 1, 3, …, head_dim-1]``: feature ``2i`` goes to ``i``
     and ``2i+1`` to ``i + head_dim/2``, so pair ``(2i, 2i+1)`` becomes pair
-    ``(i, i + head_dim/2)``. Then ``apply_rope(to_half_layout(x), layout="half") ==
-    to_half_layout(apply_rope(x))``. Checkpoint converters apply this to the output
+    ``(i, i + head_dim/2)``. Then ``apply_rope(to_half_layout(x), layout="half")`` equals
+    ``to_half_layout(apply_rope(x))`` up to rounding (the two layouts' kernels round
+    differently: float32 results may differ in the last bit, not bitwise equal). Checkpoint converters apply this to the output
     features of each head's q and k projection weights: for ``W_q`` of shape
     ``[heads·head_dim, d_model]`` use ``to_half_layout(W_q.view(heads, head_dim, -1), dim=1)``.
     """

@@ -49,6 +49,19 @@ def test_outputs_hold_no_errors_warnings_or_machine_paths(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_charts_are_stored_by_the_course_renderer(path):
+    """Altair's default renderer stores HTML with a random element id, which no strict replay can match:
+    every chart must go through pe_lessons' renderer (a Vega-Lite spec plus a static PNG)."""
+    for index, cell in enumerate(code_cells(path), start=1):
+        for out in cell.get("outputs", []):
+            html = "".join(out.get("data", {}).get("text/html", ""))
+            assert "altair-viz-" not in html, (
+                f"{path.name} cell {index} stores a chart as HTML with a random id: import pe_lessons.plots "
+                "(or call pe_lessons.rendering.enable_renderer()) before drawing it"
+            )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
 def test_size_budget(path):
     assert path.stat().st_size <= MAX_BYTES, f"{path.name} is over the 1.5 MB budget"
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from pe_lessons import exercises, pe_formula
 from pe_lessons import exercises as ex
+from pe_lessons import pe_formula
 
 from .junk import FUNCTION_JUNK, JUNK
 
@@ -71,6 +71,6 @@ def test_offset_dot_never_raises_and_never_passes_junk(answer):
 
 
 def test_numpy_integers_are_column_indices():
-    assert "not long enough" in exercises.check_first_slow_column(np.int64(0), length=1000, d_model=8).message
-    assert exercises.check_first_slow_column(np.int64(36), length=1000, d_model=64).ok
-    assert exercises.check_first_slow_column(torch.tensor(36), length=1000, d_model=64).ok
+    assert "not long enough" in ex.check_first_slow_column(np.int64(0), length=1000, d_model=8).message
+    assert ex.check_first_slow_column(np.int64(36), length=1000, d_model=64).ok
+    assert ex.check_first_slow_column(torch.tensor(36), length=1000, d_model=64).ok

@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from pe_lessons import exercises, sinusoidal_table
 from pe_lessons import exercises as ex
+from pe_lessons import sinusoidal_table
 
 from .junk import FUNCTION_JUNK, JUNK, placeholder
 
@@ -100,7 +100,7 @@ def test_a_table_with_nan_is_not_correct(where):
         t[where, 3] = math.nan
         return t
 
-    feedback = exercises.check_table_function(my_table)
+    feedback = ex.check_table_function(my_table)
     assert not feedback.ok and "NaN" in feedback.message
     if where != "all":
         assert f"position {where}, column 3" in feedback.message

@@ -34,14 +34,19 @@ def check_d_model(value: object, name: str = "d_model") -> int:
     return value
 
 
+def check_real(name: str, value: object, *, above: float, hint: str) -> float:
+    """A finite real number ``> above`` as a float; ``hint`` (a typical value) goes into the error."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number > {above:g}, got {value!r} ({type(value).__name__})")
+    value = float(value)
+    if not math.isfinite(value) or value <= above:
+        raise ValueError(f"{name} must be a finite number > {above:g} ({hint}), got {value}")
+    return value
+
+
 def check_base(value: object, name: str = "base") -> float:
     """The frequency base: a finite real number > 1 (the paper uses 10000)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number > 1, got {value!r} ({type(value).__name__})")
-    value = float(value)
-    if not math.isfinite(value) or value <= 1.0:
-        raise ValueError(f"{name} must be a finite number > 1 (the paper uses 10000), got {value}")
-    return value
+    return check_real(name, value, above=1.0, hint="the paper uses 10000")
 
 
 def check_float_dtype(value: object, name: str = "dtype") -> torch.dtype:

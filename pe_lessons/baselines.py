@@ -7,7 +7,7 @@ Tests, the benchmark (:mod:`pe_lessons.bench`) and notebooks 02 and 08 share the
   :func:`float64_angles_table` (accurate, slow);
 - rotary embedding as Hugging Face runs it eagerly: :func:`hf_cos_sin`, :func:`rotate_half`,
   :func:`hf_rope`; and :func:`rope_reference`, the float64 reference every RoPE kernel
-  is compared with.
+  is compared with, with :func:`rope_complex_reference` (complex multiply) as a second formulation.
 
 The teaching versions stay in the notebooks, each asserted equal to one of these.
 """
@@ -28,7 +28,9 @@ __all__ = [
     "rotate_half",
     "hf_cos_sin",
     "hf_rope",
+    "rope_angles",
     "rope_reference",
+    "rope_complex_reference",
 ]
 
 
@@ -115,22 +117,57 @@ def hf_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
     return x * cos + rotate_half(x) * sin
 
 
-def rope_reference(x: torch.Tensor, layout: str = "interleaved", base: float = 10000.0) -> torch.Tensor:
-    """Rotary embedding of ``x`` ``[..., seq, head_dim]`` at positions ``0 … seq-1``, in float64.
+def rope_angles(positions: object, head_dim: int, base: float = 10000.0) -> torch.Tensor:
+    """Angles ``pos·θ_i`` in float64, shape ``[len(positions), head_dim/2]``.
+
+    ``θ_i = base^(-2i/head_dim)`` computed with Python's ``pow``, not the package's exp/log,
+    so a test comparing with these angles checks the package's frequencies too.
+    """
+    positions = torch.as_tensor(positions, dtype=torch.float64)
+    thetas = torch.tensor([base ** (-2 * i / head_dim) for i in range(head_dim // 2)], dtype=torch.float64)
+    return positions[:, None] * thetas.to(positions.device)[None, :]
+
+
+def _positions(positions: object, seq: int, device: torch.device) -> torch.Tensor:
+    """``positions`` (default ``0 … seq-1``) as a float64 vector of length ``seq``."""
+    if positions is None:
+        return torch.arange(seq, dtype=torch.float64, device=device)
+    pos = torch.as_tensor(positions, dtype=torch.float64, device=device)
+    if pos.shape != (seq,):
+        raise ValueError(f"positions must have one entry per row of x ({seq}), got shape {list(pos.shape)}")
+    return pos
+
+
+def rope_reference(
+    x: torch.Tensor, layout: str = "interleaved", base: float = 10000.0, *, positions: object = None
+) -> torch.Tensor:
+    """Rotary embedding of ``x`` ``[..., seq, head_dim]`` at ``positions`` (default ``0 … seq-1``), in float64.
 
     Pair ``i`` (features ``(2i, 2i+1)`` interleaved, ``(i, i+head_dim/2)`` half) turns by
     ``pos·θ_i``, ``θ_i = base^(-2i/head_dim)``: ``(a, b) → (a cos − b sin, a sin + b cos)``.
+    The angles use Python's ``pow``, independent of the package's frequency code.
     """
     x = check_float_tensor("x", x).double()
     if layout not in ("interleaved", "half"):
         raise ValueError(f'layout must be "interleaved" or "half", got {layout!r}')
     seq, head_dim = x.shape[-2], check_d_model(x.shape[-1], "x.shape[-1] (head_dim)")
-    angles = torch.arange(seq, dtype=torch.float64, device=x.device)[:, None] * inverse_frequencies(head_dim, base).to(
-        x.device
-    )
+    angles = rope_angles(_positions(positions, seq, x.device), head_dim, check_base(base))
     cos, sin = angles.cos(), angles.sin()
     if layout == "interleaved":
         a, b = x[..., 0::2], x[..., 1::2]
         return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
     a, b = x[..., : head_dim // 2], x[..., head_dim // 2 :]
     return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
+
+
+def rope_complex_reference(x: torch.Tensor, positions: object = None, base: float = 10000.0) -> torch.Tensor:
+    """Rotary embedding as Meta's Llama code writes it, in complex128 (interleaved layout).
+
+    Pairs ``(2i, 2i+1)`` are complex numbers ``z_i``; position ``m`` multiplies them by
+    ``e^{i·m·θ_i}``. A second formulation of :func:`rope_reference` (same math, other code).
+    """
+    x = check_float_tensor("x", x).double()
+    seq, head_dim = x.shape[-2], check_d_model(x.shape[-1], "x.shape[-1] (head_dim)")
+    angles = rope_angles(_positions(positions, seq, x.device), head_dim, check_base(base))
+    z = torch.view_as_complex(x.reshape(*x.shape[:-1], head_dim // 2, 2).contiguous())
+    return torch.view_as_real(z * torch.polar(torch.ones_like(angles), angles)).reshape(x.shape)

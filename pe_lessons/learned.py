@@ -19,24 +19,16 @@ longer copy whose extra rows are freshly initialised — present, but untrained.
 
 from __future__ import annotations
 
-import math
-import numbers
-
 import torch
 from torch import nn
 
-from ._checks import check_d_model, check_embeddings, check_fits, check_int
+from ._checks import check_d_model, check_embeddings, check_fits, check_int, check_real
 
 __all__ = ["LearnedPositionalEmbedding"]
 
 
 def _check_std(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"init_std must be a real number > 0, got {value!r} ({type(value).__name__})")
-    value = float(value)
-    if not math.isfinite(value) or value <= 0.0:
-        raise ValueError(f"init_std must be a finite number > 0 (BERT and GPT-2 use 0.02), got {value}")
-    return value
+    return check_real("init_std", value, above=0.0, hint="BERT and GPT-2 use 0.02")
 
 
 class LearnedPositionalEmbedding(nn.Module):

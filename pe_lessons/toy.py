@@ -426,11 +426,7 @@ class PreviousTokenTask:
 
     def sample(self, batch_size: int, seq_len: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """``tokens [batch_size, seq_len]`` and ``labels [batch_size, seq_len]`` (``-100`` at position 0)."""
-        batch_size, seq_len = _check_batch(batch_size, seq_len, 2)
-        tokens = torch.randint(0, self.n_symbols, (batch_size, seq_len), generator=generator)
-        labels = torch.full_like(tokens, IGNORE)
-        labels[:, 1:] = tokens[:, :-1]
-        return tokens, labels
+        return LagTask(self.n_symbols, lag=1).sample(batch_size, seq_len, generator)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,5 @@
 """pe_lessons.learned: shapes, the table it adds, gradients, the clear error past max_len, bad input."""
 
-import re
-
 import pytest
 import torch
 
@@ -91,66 +89,3 @@ def test_repr():
 def test_bad_input_raises_clear_errors(call, error, words):
     with pytest.raises(error, match=words):
         call()
-
-
-# ---------------------------------------------------------------- notebook 06's exercise checkers
-
-from torch import nn  # noqa: E402
-
-from pe_lessons.exercises.nb06 import check_learned_module, check_predicted_error  # noqa: E402
-
-
-class _NoCheck(nn.Module):
-    def __init__(self, max_len, d_model):
-        super().__init__()
-        self.weight = nn.Parameter(torch.randn(max_len, d_model) * 0.02)
-
-    def forward(self, x):
-        return x + self.weight[: x.shape[1]]
-
-
-class _Buffer(_NoCheck):
-    def __init__(self, max_len, d_model):
-        nn.Module.__init__(self)
-        self.register_buffer("weight", torch.randn(max_len, d_model))
-
-
-class _LastRows(_NoCheck):
-    def forward(self, x):
-        if x.shape[1] > self.weight.shape[0]:
-            raise ValueError(f"{x.shape[1]} > {self.weight.shape[0]}")
-        return x + self.weight[-x.shape[1] :]
-
-
-class _VagueError(_NoCheck):
-    def forward(self, x):
-        if x.shape[1] > self.weight.shape[0]:
-            raise ValueError("too long")
-        return super().forward(x)
-
-
-@pytest.mark.parametrize(
-    "cls, ok, words",
-    [
-        (None, False, "Not answered"),
-        (LearnedPositionalEmbedding, True, "trainable"),
-        (_NoCheck, False, "IndexError|RuntimeError|without an error"),
-        (_Buffer, False, "buffer"),
-        (_LastRows, False, "last seq rows"),
-        (_VagueError, False, "should contain the length"),
-    ],
-)
-def test_check_learned_module(cls, ok, words):
-    torch.manual_seed(5)
-    state = torch.get_rng_state()
-    feedback = check_learned_module(cls)
-    assert torch.equal(torch.get_rng_state(), state)  # the student's global RNG is left alone
-    assert feedback.ok is ok and re.search(words, feedback.message), feedback
-
-
-def test_check_predicted_error():
-    assert check_predicted_error(ValueError, [12, 20]).ok
-    assert "IndexError" in check_predicted_error(IndexError, [20, 12]).message
-    assert "last position" in check_predicted_error(ValueError, [19, 12]).message
-    assert not check_predicted_error(None, None).ok
-    assert "no quotes" in check_predicted_error("ValueError", [20, 12]).message

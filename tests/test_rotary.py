@@ -1,4 +1,5 @@
-"""pe_lessons.rotary against two independent formulations (rotate_half and complex multiply), its properties, and bad input."""
+"""pe_lessons.rotary against two independent formulations (pe_lessons.baselines: pair rotation, complex
+multiply), its properties, and bad input."""
 
 import math
 
@@ -8,6 +9,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pe_lessons.baselines import rope_angles, rope_complex_reference, rope_reference
 from pe_lessons.rotary import (
     LAYOUTS,
     RotaryEmbedding,
@@ -27,29 +29,7 @@ starts = st.sampled_from([0, 1, 255, 257, 4095, 65536, 10**6, 2**31 + 5, -1, -(1
 
 def thetas(head_dim, base):
     """θ_i = base^(-2i/head_dim), written with Python's pow (not exp/log as in the package)."""
-    return torch.tensor([base ** (-2 * i / head_dim) for i in range(head_dim // 2)], dtype=torch.float64)
-
-
-def angles(positions, head_dim, base):
-    return torch.as_tensor(positions, dtype=torch.float64)[:, None] * thetas(head_dim, base)[None, :]
-
-
-def ref_rotate_half(x, positions, base=10000.0):
-    """Hugging Face style, float64: x·cos + rotate_half(x)·sin on the half layout."""
-    x = x.double()
-    h = x.shape[-1] // 2
-    a = angles(positions, x.shape[-1], base)
-    cos, sin = torch.cat((a.cos(), a.cos()), -1), torch.cat((a.sin(), a.sin()), -1)
-    rotated = torch.cat((-x[..., h:], x[..., :h]), -1)  # rotate_half: [-x2, x1]
-    return x * cos + rotated * sin
-
-
-def ref_complex(x, positions, base=10000.0):
-    """Meta llama style, complex128: pairs (2i, 2i+1) as complex numbers times e^{i·m·θ}."""
-    x = x.double()
-    z = torch.view_as_complex(x.reshape(*x.shape[:-1], x.shape[-1] // 2, 2).contiguous())
-    a = angles(positions, x.shape[-1], base)
-    return torch.view_as_real(z * torch.polar(torch.ones_like(a), a)).reshape(x.shape)
+    return rope_angles([1.0], head_dim, base)[0]
 
 
 def perm(head_dim):
@@ -92,11 +72,11 @@ def test_float32_matches_both_independent_formulations(head_dim, seq, base, star
     got_h = apply_rope(x, positions, base=base, layout="half")
     assert got_i.dtype == got_h.dtype == torch.float32 and got_i.shape == got_h.shape == x.shape
     # interleaved vs complex multiply on pairs (2i, 2i+1)
-    assert (got_i.double() - ref_complex(x, pos, base)).abs().max() <= 1e-5
+    assert (got_i.double() - rope_complex_reference(x, pos, base)).abs().max() <= 1e-5
     # half vs rotate_half on pairs (i, i + d/2)
-    assert (got_h.double() - ref_rotate_half(x, pos, base)).abs().max() <= 1e-5
+    assert (got_h.double() - rope_reference(x, "half", base, positions=pos)).abs().max() <= 1e-5
     # and across: interleaved, permuted, is rotate_half of the permuted input
-    assert (got_i[..., P].double() - ref_rotate_half(x[..., P], pos, base)).abs().max() <= 1e-5
+    assert (got_i[..., P].double() - rope_reference(x[..., P], "half", base, positions=pos)).abs().max() <= 1e-5
 
 
 @given(head_dim=head_dims, seq=st.integers(1, 16), base=bases, start=starts, seed=st.integers(0, 2**16))
@@ -105,20 +85,24 @@ def test_float64_matches_to_angle_rounding(head_dim, seq, base, start, seed):
     pos = torch.arange(start, start + seq)
     # both sides compute m·θ in float64; they differ by the rounding of θ and of m·θ (≤ m·1e-16)
     tol = 1e-12 + 4 * max(abs(start), abs(start + seq)) * 2**-52 * 8
-    assert (apply_rope(x, pos, base=base) - ref_complex(x, pos, base)).abs().max() <= tol
-    assert (apply_rope(x, pos, base=base, layout="half") - ref_rotate_half(x, pos, base)).abs().max() <= tol
+    assert (apply_rope(x, pos, base=base) - rope_complex_reference(x, pos, base)).abs().max() <= tol
+    assert (
+        apply_rope(x, pos, base=base, layout="half") - rope_reference(x, "half", base, positions=pos)
+    ).abs().max() <= tol
 
 
 def test_large_positions_stay_accurate_in_float32():
     x = torch.randn(4, 64, generator=torch.Generator().manual_seed(0))
     for start in (2**20, 10**6, 10**9):
         pos = torch.arange(start, start + 4)
-        assert (apply_rope(x, pos).double() - ref_complex(x, pos)).abs().max() <= 1e-5
-        assert (apply_rope(x, pos, layout="half").double() - ref_rotate_half(x, pos)).abs().max() <= 1e-5
+        assert (apply_rope(x, pos).double() - rope_complex_reference(x, pos)).abs().max() <= 1e-5
+        assert (
+            apply_rope(x, pos, layout="half").double() - rope_reference(x, "half", positions=pos)
+        ).abs().max() <= 1e-5
     # the float32-angle formula is visibly off there
     pos = torch.arange(10**6, 10**6 + 4)
     a32 = pos.float()[:, None] * thetas(64, 10000.0).float()
-    assert (a32.cos().double() - angles(pos, 64, 10000.0).cos()).abs().max() > 1e-2
+    assert (a32.cos().double() - rope_angles(pos, 64, 10000.0).cos()).abs().max() > 1e-2
 
 
 def test_positions_default_list_and_cached_decoding_agree():
@@ -144,7 +128,7 @@ def test_negative_positions_rotate_backwards():
     for layout in LAYOUTS:
         back = apply_rope(apply_rope(x, pos, layout=layout), -pos, layout=layout)
         torch.testing.assert_close(back, x, rtol=0, atol=1e-12)
-    torch.testing.assert_close(apply_rope(x, -pos), ref_complex(x, -pos), rtol=0, atol=1e-12)
+    torch.testing.assert_close(apply_rope(x, -pos), rope_complex_reference(x, -pos), rtol=0, atol=1e-12)
 
 
 def test_non_contiguous_input_and_input_left_untouched():
@@ -241,7 +225,7 @@ def test_float64_input_is_rotated_in_float64():
     pos = torch.arange(10**6, 10**6 + 5)
     out = apply_rope(x, pos)
     assert out.dtype == torch.float64
-    assert (out - ref_complex(x, pos)).abs().max() <= 1e-9
+    assert (out - rope_complex_reference(x, pos)).abs().max() <= 1e-9
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -277,10 +261,10 @@ def test_rotary_embedding_matches_function_and_grows_its_cache():
     torch.testing.assert_close(rope(x[..., :1, :], [300]), apply_rope(x[..., :1, :], [300]), rtol=0, atol=0)
     assert rope.max_len == 512
     # the cache is exact float64 angles rounded once
-    torch.testing.assert_close(rope.cos.double(), angles(range(512), 16, 10000.0).cos(), rtol=0, atol=6e-8)
+    torch.testing.assert_close(rope.cos.double(), rope_angles(range(512), 16, 10000.0).cos(), rtol=0, atol=6e-8)
     # positions past the cap are computed directly (no huge table)
     far = torch.arange(10**8, 10**8 + 3)
-    assert (rope(x[0, 0, :3], far).double() - ref_complex(x[0, 0, :3], far)).abs().max() <= 1e-5
+    assert (rope(x[0, 0, :3], far).double() - rope_complex_reference(x[0, 0, :3], far)).abs().max() <= 1e-5
     assert rope.max_len <= rope.max_cached_len
 
 
@@ -290,7 +274,7 @@ def test_rotary_embedding_follows_dtype_and_layout():
     x = torch.randn(3, 20, 8, dtype=torch.float64)
     out = rope(x)
     assert out.dtype == torch.float64 and rope.cos.dtype == torch.float64
-    torch.testing.assert_close(out, ref_rotate_half(x, range(20), 500.0), rtol=0, atol=1e-12)
+    torch.testing.assert_close(out, rope_reference(x, "half", 500.0, positions=range(20)), rtol=0, atol=1e-12)
     rope.half()  # casting the module must not degrade the cache: it is rebuilt in float32
     xh = x.half()
     assert torch.equal(rope(xh), apply_rope(xh.float(), base=500.0, layout="half").half())
@@ -366,37 +350,6 @@ def test_layout_functions_take_a_dim():
     assert math.isclose(float(rope_frequencies(2)[0]), 1.0)
 
 
-# --------------------------------------------------------------------------- exercise checkers (notebook 07)
-
-
-def test_exercise_checkers_accept_answers_and_name_mistakes():
-    from pe_lessons.exercises.nb07 import check_rotate_half, check_score_prediction, check_to_half_layout
-
-    def rotate_half(x):
-        h = x.shape[-1] // 2
-        return torch.cat((-x[..., h:], x[..., :h]), -1)
-
-    assert check_rotate_half(rotate_half).ok
-    assert not check_rotate_half(None).ok and "Not answered" in check_rotate_half(None).message
-    assert "Sign flipped" in check_rotate_half(lambda x: torch.cat((x[..., 4:], -x[..., :4]), -1)).message
-    interleaved_turn = lambda x: torch.stack((-x[..., 1::2], x[..., 0::2]), -1).flatten(-2)  # noqa: E731
-    assert "adjacent pairs (2i, 2i+1)" in check_rotate_half(interleaved_turn).message
-
-    assert check_to_half_layout(lambda x: x[..., perm(x.shape[-1])]).ok
-    assert "inverse permutation" in check_to_half_layout(to_interleaved_layout).message
-    assert "Nothing moved" in check_to_half_layout(lambda x: x).message
-
-    gen = torch.Generator().manual_seed(0)
-    q, k = torch.randn(16, generator=gen), torch.randn(16, generator=gen)
-    right = float(ref_complex(q[None], [10]) @ k.double())
-    assert check_score_prediction(right, q, k, 5000, 4990).ok
-    assert "without any rotation" in check_score_prediction(float(q @ k), q, k, 5000, 4990).message
-    assert (
-        "Offset sign"
-        in check_score_prediction(float(ref_complex(q[None], [-10]) @ k.double()), q, k, 5000, 4990).message
-    )
-
-
 # --------------------------------------------------------------------------- the toy model's "rotary" scheme (notebook 06's toy)
 
 
@@ -443,7 +396,9 @@ def test_fusable_half_formula_equals_the_eager_one(dtype, inverse):
     fused = _rope_fast.rotate_fusable(x, tables, inverse)
     torch.testing.assert_close(fused, eager, rtol=0, atol=1e-6 if dtype == torch.float32 else 1e-14)
     positions = [-m for m in range(40)] if inverse else list(range(40))  # the inverse of R_m is R_-m
-    assert (fused.double() - ref_rotate_half(x, positions)).abs().max() <= (1e-5 if dtype == torch.float32 else 1e-12)
+    assert (fused.double() - rope_reference(x, "half", positions=positions)).abs().max() <= (
+        1e-5 if dtype == torch.float32 else 1e-12
+    )
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -505,8 +460,10 @@ def test_rope_formula_is_the_definition_and_apply_rope_computes_it(head_dim, seq
     x = torch.randn(2, seq, head_dim, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
     pos = torch.arange(start, start + seq)
     tol = 1e-12 + 4 * max(abs(start), abs(start + seq)) * 2**-52 * 8
-    assert (rope_formula(x, pos, base=base) - ref_complex(x, pos, base)).abs().max() <= tol
-    assert (rope_formula(x, pos, base=base, layout="half") - ref_rotate_half(x, pos, base)).abs().max() <= tol
+    assert (rope_formula(x, pos, base=base) - rope_complex_reference(x, pos, base)).abs().max() <= tol
+    assert (
+        rope_formula(x, pos, base=base, layout="half") - rope_reference(x, "half", base, positions=pos)
+    ).abs().max() <= tol
     for layout in LAYOUTS:
         fast = apply_rope(x.float(), pos, base=base, layout=layout).double()
         assert (fast - rope_formula(x, pos, base=base, layout=layout)).abs().max() <= 1e-5
@@ -541,7 +498,9 @@ def test_shared_cache_is_bounded_by_bytes_and_can_be_cleared(monkeypatch):
         for layout in LAYOUTS:
             out = apply_rope(x, pos, base=base, layout=layout)
             assert rope_cache_bytes() <= _rope_fast.CACHE_LIMIT_BYTES
-    assert (out.double() - ref_rotate_half(x, pos, 5e6)).abs().max() <= 1e-5  # still right after evictions
+    assert (
+        out.double() - rope_reference(x, "half", 5e6, positions=pos)
+    ).abs().max() <= 1e-5  # still right after evictions
     assert rope_cache_bytes() > 0
     clear_rope_cache()
     assert rope_cache_bytes() == 0

@@ -59,6 +59,11 @@ def not_done() -> Feedback:
     return Feedback(False, NOT_DONE)
 
 
+def close(a: float, b: float, tol: float = 1e-3) -> bool:
+    """``|a − b| ≤ tol·max(1, |b|)``: relative for large ``b``, absolute near 0."""
+    return abs(a - b) <= tol * max(1.0, abs(b))
+
+
 def is_placeholder(value: object) -> bool:
     """``None`` or ``...``: the exercise cell has not been filled in."""
     return value is None or value is Ellipsis

@@ -12,6 +12,7 @@ from ._feedback import (
     as_number,
     attempt,
     checker,
+    close,
     failed,
     is_placeholder,
     not_done,
@@ -19,10 +20,6 @@ from ._feedback import (
 )
 
 __all__ = ["check_wavelength", "check_first_slow_column", "check_offset_dot"]
-
-
-def _close(a: float, b: float, tol: float = 1e-6) -> bool:
-    return abs(a - b) <= tol * max(1.0, abs(b))
 
 
 @checker
@@ -35,13 +32,13 @@ def check_wavelength(answer: float | None, column: int, d_model: int, base: floa
         return problem
     i = column // 2
     want = 2 * math.pi * base ** (2 * i / d_model)
-    if _close(answer, want, 1e-3):
+    if close(answer, want, 1e-3):
         return passed(f"Column {column} (pair i = {i}) repeats every {want:.2f} positions.")
-    if _close(answer, want / (2 * math.pi), 1e-3):
+    if close(answer, want / (2 * math.pi), 1e-3):
         return failed("That is 1/ω, missing a factor 2π: one period of sin(pos·ω) is 2π/ω positions.")
-    if _close(answer, 2 * math.pi * base ** (2 * column / d_model), 1e-3):
+    if close(answer, 2 * math.pi * base ** (2 * column / d_model), 1e-3):
         return failed(f"You used the column index {column} in the exponent; the pair index is i = {column} // 2 = {i}.")
-    if _close(answer, 1 / want, 1e-3) or _close(answer, 2 * math.pi / base ** (2 * i / d_model), 1e-3):
+    if close(answer, 1 / want, 1e-3) or close(answer, 2 * math.pi / base ** (2 * i / d_model), 1e-3):
         return failed("That looks like a frequency, not a wavelength: wavelength = 2π / ω_i = 2π · base^(2i/d_model).")
     return failed(f"{answer:.4g} is off; wavelength = 2π · base^(2i/d_model) with i = column // 2.")
 
@@ -117,7 +114,7 @@ def check_offset_dot(offset_dot: Callable[[int, int], float] | None) -> Feedback
         exponent: Callable[[int, int], float], fn: Callable[[float], float] = math.cos, factor: float = 1.0
     ) -> bool:
         return all(
-            _close(g, factor * _offset_dot(k, d, lambda i, d=d: exponent(i, d), fn), 1e-6)
+            close(g, factor * _offset_dot(k, d, lambda i, d=d: exponent(i, d), fn), 1e-6)
             for g, (k, d) in zip(got, OFFSET_CASES, strict=True)
         )
 
@@ -127,7 +124,7 @@ def check_offset_dot(offset_dot: Callable[[int, int], float] | None) -> Feedback
             "PE(p)·PE(p+k) = Σ_i cos(k·ω_i): each pair gives sin(a)sin(b) + cos(a)cos(b) = cos(a − b) = cos(k·ω_i), "
             "so the dot product depends on the offset k only, never on p."
         )
-    if all(_close(g, d / 2, 1e-6) for g, (_, d) in zip(got, OFFSET_CASES, strict=True)):
+    if all(close(g, d / 2, 1e-6) for g, (_, d) in zip(got, OFFSET_CASES, strict=True)):
         return failed(
             "d_model/2 is only the k = 0 case (a row with itself). For k ≠ 0 each pair's angles differ by k·ω_i."
         )
@@ -143,10 +140,10 @@ def check_offset_dot(offset_dot: Callable[[int, int], float] | None) -> Feedback
         return failed("The exponent is doubled: pair i uses base^(-2i/d_model) with i = 0, 1, …, d_model/2 - 1.")
     if same(lambda i, d: 2 * (2 * i) / d) or same(lambda i, d: i / d):
         return failed("Check the exponent: ω_i = base^(-2i/d_model), where i counts pairs, not columns.")
-    if not _close(got[0], 4.0, 1e-6):  # (k, d) = (0, 8): a row with itself
+    if not close(got[0], 4.0, 1e-6):  # (k, d) = (0, 8): a row with itself
         return failed(f"offset_dot(0, 8) = {got[0]:.4g}; at k = 0 it is |PE(p)|² = d_model/2 = 4. Start from there.")
     want = [_offset_dot(k, d, lambda i, d=d: 2 * i / d) for k, d in OFFSET_CASES]
-    first = next(j for j in range(len(OFFSET_CASES)) if not _close(got[j], want[j], 1e-6))
+    first = next(j for j in range(len(OFFSET_CASES)) if not close(got[j], want[j], 1e-6))
     k, d = OFFSET_CASES[first]
     return failed(
         f"offset_dot({k}, {d}) = {got[first]:.6g} is off. Write PE(p)·PE(p+k) pair by pair and use "

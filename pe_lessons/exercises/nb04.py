@@ -12,6 +12,7 @@ from ._feedback import (
     as_integer,
     as_number,
     checker,
+    close,
     failed,
     is_placeholder,
     not_done,
@@ -25,10 +26,6 @@ __all__ = [
     "alias_period",
     "check_alias_period",
 ]
-
-
-def _close(a: float, b: float, tol: float = 1e-3) -> bool:
-    return abs(a - b) <= tol * max(1.0, abs(b))
 
 
 def _is_number(value: object) -> bool:
@@ -45,11 +42,11 @@ def check_predicted_wavelength(answer: float | None, column: int, d_model: int, 
         return problem
     i = column // 2
     want = 2 * math.pi * base ** (2 * i / d_model)
-    if _close(answer, want):
+    if close(answer, want):
         return passed(
             f"Column {column} (pair i = {i}) repeats every {want:,.1f} positions: 2π·{base:g}^({2 * i}/{d_model})."
         )
-    if base != 10000.0 and _close(answer, 2 * math.pi * 10000.0 ** (2 * i / d_model)):
+    if base != 10000.0 and close(answer, 2 * math.pi * 10000.0 ** (2 * i / d_model)):
         return failed(f"You used base 10000; this model uses base = {base:g}. The wavelength is 2π·base^(2i/d_model).")
     return check_wavelength(answer, column, d_model, base)  # the formula's usual slips (2π, pair index, frequency)
 
@@ -131,28 +128,28 @@ def check_alias_period(
     i = column // 2
     true = 2 * math.pi * base ** (2 * i / d_model)
     step = k * base ** (-2 * i / d_model)
-    if _close(answer, want, 0.01):
-        if _close(want, true, 1e-9):
+    if close(answer, want, 0.01):
+        if close(want, true, 1e-9):
             return passed(f"Column {column} is slow enough (period {true:,.0f} > 2k = {2 * k}): the picture is honest.")
         return passed(
             f"The picture shows a period of {want:,.0f} positions, not the true {true:,.1f}: each row advances "
             f"k·ω = {step:.3f} rad, which modulo 2π is {step - 2 * math.pi * round(step / (2 * math.pi)):+.3f} rad — "
             "a slow wave that is not in the table."
         )
-    if _close(answer, true, 0.01):
+    if close(answer, true, 0.01):
         return failed(
             f"{true:,.1f} is the true period. With one sample every k = {k} positions a period under 2k = {2 * k} "
             "cannot be drawn (Nyquist): the samples trace another, slower wave. Reduce k·ω modulo 2π."
         )
-    if _close(answer, want / k, 0.01):
+    if close(answer, want / k, 0.01):
         return failed(f"That is the apparent period in rows (samples); one row is k = {k} positions.")
     rem = step % (2 * math.pi)
-    if rem > 0 and _close(answer, k * 2 * math.pi / rem, 0.01):
+    if rem > 0 and close(answer, k * 2 * math.pi / rem, 0.01):
         return failed(
             f"k·ω mod 2π = {rem:.3f} rad, but a step of {rem:.3f} rad looks like a step of "
             f"{rem - 2 * math.pi:.3f} rad: take the nearest multiple of 2π, the wave can appear to turn backwards."
         )
-    if column > 1 and _close(answer, alias_period(2 * column, d_model, n_positions, rows, base), 0.01):
+    if column > 1 and close(answer, alias_period(2 * column, d_model, n_positions, rows, base), 0.01):
         return failed(f"You used the column index {column} in the exponent; the pair index is i = {column} // 2 = {i}.")
     return failed(
         f"Not quite. The picture samples every k = {n_positions} // {rows} = {k} positions; each sample turns pair {i} "

@@ -1,4 +1,5 @@
-"""Every exercise checker answers *any* answer with Feedback: it never raises, never says ✅ to
+"""The checkers' shared machinery (:mod:`pe_lessons.exercises._feedback`), and a property of them all:
+every exercise checker answers *any* answer with Feedback: it never raises, never says ✅ to
 garbage (NaN, inf, text, wrong shapes or types, functions that raise), and names the problem.
 
 The property test enumerates ``pe_lessons.exercises.__all__``: a checker added later is covered
@@ -89,7 +90,7 @@ def _answer_params(name: str) -> list[str]:
 def test_every_checker_has_settings_for_its_required_arguments():
     missing = [name for name in CHECKERS if name not in SETTINGS]
     assert not missing, (
-        f"checker(s) {missing} are not listed in tests/test_checkers.py SETTINGS: add their required "
+        f"checker(s) {missing} are not listed in tests/exercises/test_feedback.py SETTINGS: add their required "
         "exercise arguments there, so the garbage-answer property test covers them"
     )
     for name in CHECKERS:
@@ -374,54 +375,6 @@ def test_correct_answers_in_any_numeric_form_pass(name, monkeypatch):
 # ---------------------------------------------------------------- the issue's cases, one by one
 
 
-@pytest.mark.parametrize("where", ["all", 5, 60000])
-def test_a_table_with_nan_is_not_correct(where):
-    def my_table(n, d):
-        t = sinusoidal_table(n, d)
-        if where == "all":
-            return torch.full_like(t, math.nan)
-        t[where, 3] = math.nan
-        return t
-
-    feedback = exercises.check_table_function(my_table)
-    assert not feedback.ok and "NaN" in feedback.message
-    if where != "all":
-        assert f"position {where}, column 3" in feedback.message
-
-
-def test_a_correct_test_returning_numpy_bool_is_accepted():
-    feedback = exercises.check_bug_test(lambda t: np.all(t[0, 1::2].numpy() == 1.0), "sin_only")
-    assert feedback.ok, feedback
-    wrong = exercises.check_bug_test(lambda t: np.float64(1.0), "sin_only")
-    assert not wrong.ok and "return True" in wrong.message
-
-
-class _Detached(nn.Module):
-    def __init__(self, max_len, d_model):
-        super().__init__()
-        self.weight = nn.Parameter(torch.randn(max_len, d_model) * 0.02)
-        self.max_len = max_len
-
-    def forward(self, x):
-        if x.shape[1] > self.max_len:
-            raise ValueError(f"length {x.shape[1]} > max_len {self.max_len}")
-        return x + self.weight[: x.shape[1]].detach()
-
-
-class _NoGrad(_Detached):
-    def forward(self, x):
-        if x.shape[1] > self.max_len:
-            raise ValueError(f"length {x.shape[1]} > max_len {self.max_len}")
-        with torch.no_grad():
-            return x + self.weight[: x.shape[1]]
-
-
-@pytest.mark.parametrize("cls", [_Detached, _NoGrad])
-def test_learned_module_without_gradient_gets_the_no_gradient_message(cls):
-    feedback = exercises.check_learned_module(cls)
-    assert not feedback.ok and "No gradient reaches the table" in feedback.message
-
-
 @pytest.mark.parametrize("answer", ["abc", [1, 2], 1 + 2j, math.nan, math.inf, -math.inf, 10**400, True, torch.ones(3)])
 @pytest.mark.parametrize(
     "check, kwargs",
@@ -467,12 +420,6 @@ def test_non_numbers_get_feedback_that_names_them(check, kwargs, answer):
         assert "nan" in text
     else:
         assert "infinite" in text
-
-
-def test_numpy_integers_are_column_indices():
-    assert "not long enough" in exercises.check_first_slow_column(np.int64(0), length=1000, d_model=8).message
-    assert exercises.check_first_slow_column(np.int64(36), length=1000, d_model=64).ok
-    assert exercises.check_first_slow_column(torch.tensor(36), length=1000, d_model=64).ok
 
 
 def test_a_stub_is_not_answered_yet_but_a_library_not_implemented_error_is_an_error():
@@ -525,3 +472,20 @@ def test_the_safety_net_turns_an_unforeseen_error_into_feedback(monkeypatch):
     with pytest.raises(ZeroDivisionError):
         check_fragile(0)
     assert inspect.signature(check_fragile).parameters.keys() == {"answer"}
+
+
+# ---------------------------------------------------------------- Feedback and the package's exports
+
+
+def test_feedback_prints_as_one_line_and_is_truthy_when_ok():
+    assert str(exercises.Feedback(True, "fine")) == "✅ fine" and bool(exercises.Feedback(True, "x"))
+    assert repr(exercises.Feedback(False, "no")) == "❌ no" and not exercises.Feedback(False, "x")
+
+
+def test_new_checkers_are_exported_at_the_end_of_their_modules():
+    from pe_lessons.exercises import nb01, nb02, nb04
+
+    assert nb01.__all__[-1] == "check_offset_dot" and nb02.__all__[-1] == "check_precision_fix"
+    assert nb04.__all__[-2:] == ["alias_period", "check_alias_period"]
+    for name in ("check_offset_dot", "check_precision_fix", "check_alias_period"):
+        assert name in exercises.__all__

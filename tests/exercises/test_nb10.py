@@ -1,18 +1,14 @@
-"""Checkers of notebook 10: right answers pass, common mistakes are named, any input gets feedback."""
+"""Checkers of notebook 10 (critical pair, NTK base, YaRN range):
+right answers pass, the usual slips are named, any input gets feedback."""
+
+from __future__ import annotations
 
 import math
 
 import pytest
 import torch
 
-from pe_lessons.exercises.nb10 import (
-    CRITICAL,
-    NTK,
-    YARN,
-    check_critical_pair,
-    check_ntk_base,
-    check_yarn_range,
-)
+from pe_lessons.exercises.nb10 import CRITICAL, NTK, YARN, check_critical_pair, check_ntk_base, check_yarn_range
 from pe_lessons.rotary import rope_frequencies, scaled_frequencies
 
 JUNK = [float("nan"), float("inf"), "46", [1, 2, 3], torch.tensor([1.0, 2.0]), object(), True, -1e300]

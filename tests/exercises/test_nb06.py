@@ -1,17 +1,102 @@
-"""Checkers added for notebooks 05–08: feedback for any input, and the facts behind each answer."""
+"""Checkers of notebook 06 (the learned module, the predicted error, the order breakers and the facts behind them):
+right answers pass, the usual slips are named, any input gets feedback."""
 
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pe_lessons import LearnedPositionalEmbedding, exercises
 from pe_lessons.exercises import Feedback
-from pe_lessons.exercises.nb06 import ORDER_CHANGES, check_order_breakers
+from pe_lessons.exercises.nb06 import ORDER_CHANGES, check_learned_module, check_order_breakers, check_predicted_error
 from pe_lessons.toy import ToyTransformer
+
+
+class _NoCheck(nn.Module):
+    def __init__(self, max_len, d_model):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(max_len, d_model) * 0.02)
+
+    def forward(self, x):
+        return x + self.weight[: x.shape[1]]
+
+
+class _Buffer(_NoCheck):
+    def __init__(self, max_len, d_model):
+        nn.Module.__init__(self)
+        self.register_buffer("weight", torch.randn(max_len, d_model))
+
+
+class _LastRows(_NoCheck):
+    def forward(self, x):
+        if x.shape[1] > self.weight.shape[0]:
+            raise ValueError(f"{x.shape[1]} > {self.weight.shape[0]}")
+        return x + self.weight[-x.shape[1] :]
+
+
+class _VagueError(_NoCheck):
+    def forward(self, x):
+        if x.shape[1] > self.weight.shape[0]:
+            raise ValueError("too long")
+        return super().forward(x)
+
+
+@pytest.mark.parametrize(
+    "cls, ok, words",
+    [
+        (None, False, "Not answered"),
+        (LearnedPositionalEmbedding, True, "trainable"),
+        (_NoCheck, False, "IndexError|RuntimeError|without an error"),
+        (_Buffer, False, "buffer"),
+        (_LastRows, False, "last seq rows"),
+        (_VagueError, False, "should contain the length"),
+    ],
+)
+def test_check_learned_module(cls, ok, words):
+    torch.manual_seed(5)
+    state = torch.get_rng_state()
+    feedback = check_learned_module(cls)
+    assert torch.equal(torch.get_rng_state(), state)  # the student's global RNG is left alone
+    assert feedback.ok is ok and re.search(words, feedback.message), feedback
+
+
+def test_check_predicted_error():
+    assert check_predicted_error(ValueError, [12, 20]).ok
+    assert "IndexError" in check_predicted_error(IndexError, [20, 12]).message
+    assert "last position" in check_predicted_error(ValueError, [19, 12]).message
+    assert not check_predicted_error(None, None).ok
+    assert "no quotes" in check_predicted_error("ValueError", [20, 12]).message
+
+
+class _Detached(nn.Module):
+    def __init__(self, max_len, d_model):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(max_len, d_model) * 0.02)
+        self.max_len = max_len
+
+    def forward(self, x):
+        if x.shape[1] > self.max_len:
+            raise ValueError(f"length {x.shape[1]} > max_len {self.max_len}")
+        return x + self.weight[: x.shape[1]].detach()
+
+
+class _NoGrad(_Detached):
+    def forward(self, x):
+        if x.shape[1] > self.max_len:
+            raise ValueError(f"length {x.shape[1]} > max_len {self.max_len}")
+        with torch.no_grad():
+            return x + self.weight[: x.shape[1]]
+
+
+@pytest.mark.parametrize("cls", [_Detached, _NoGrad])
+def test_learned_module_without_gradient_gets_the_no_gradient_message(cls):
+    feedback = exercises.check_learned_module(cls)
+    assert not feedback.ok and "No gradient reaches the table" in feedback.message
 
 
 @pytest.mark.parametrize(
@@ -68,7 +153,11 @@ def test_order_breakers_names_each_wrong_or_missing_option():
 # ---- the facts behind the answer: which changes break permutation equivariance ----
 
 GEN = torch.Generator().manual_seed(0)
+
+
 X = torch.randn(2, 9, 16, generator=GEN, dtype=torch.float64)
+
+
 PERM = torch.randperm(9, generator=GEN)
 
 

@@ -1,0 +1,106 @@
+"""Checkers of notebook 02 (the table function, the half-done float64 fix):
+right answers pass, the usual slips are named, any input gets feedback."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from pe_lessons import exercises as ex
+from pe_lessons import sinusoidal_table
+
+from .junk import FUNCTION_JUNK, JUNK, placeholder
+
+
+def textbook32(max_len, d_model):
+    pos = torch.arange(max_len, dtype=torch.float32)[:, None]
+    angles = pos * torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    return torch.stack([angles.sin(), angles.cos()], -1).flatten(-2)
+
+
+def test_check_table_function():
+    assert ex.check_table_function(lambda n, d: sinusoidal_table(n, d)).ok
+    cases = [
+        (textbook32, "rounded to float32"),
+        (lambda n, d: textbook32(n, d)[:, 0::2].repeat_interleave(2, dim=1), "sin where cos belongs"),
+        (lambda n, d: textbook32(n, d).view(n, -1, 2).flip(-1).flatten(-2), "swapped"),
+        (lambda n, d: torch.cat([textbook32(n, d)[:, 0::2], textbook32(n, d)[:, 1::2]], 1), "concatenated"),
+        (lambda n, d: textbook32(n, d)[:, : d // 2], "Shape"),
+        (lambda n, d: sinusoidal_table(n, d).long(), "floating dtype"),
+        (lambda n, d: sinusoidal_table(n, d).tolist(), "torch.Tensor"),
+        (lambda n, d: sinusoidal_table(n, d, base=100.0), "frequencies"),
+    ]
+    for wrong, words in cases:
+        feedback = ex.check_table_function(wrong)
+        assert not feedback.ok and words in feedback.message, (words, feedback)
+    assert "Not answered" in ex.check_table_function(None).message
+
+
+# ---------------------------------------------------------------- 02: the half-done float64 fix
+def classmate_table(max_len, d_model, base=10000.0):
+    omega = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(base) / d_model))
+    angles = torch.arange(max_len, dtype=torch.float64)[:, None] * omega.double()
+    return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1).float()
+
+
+def fixed_table(max_len, d_model, base=10000.0):
+    omega = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(base) / d_model))
+    angles = torch.arange(max_len, dtype=torch.float64)[:, None] * omega
+    return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1).float()
+
+
+def textbook_table(max_len, d_model, base=10000.0):
+    omega = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(base) / d_model))
+    angles = torch.arange(max_len, dtype=torch.float32)[:, None] * omega
+    return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)
+
+
+def test_precision_fix_accepts_float64_angles_and_the_package_table():
+    assert ex.check_precision_fix(fixed_table).ok
+    assert ex.check_precision_fix(lambda n, d: sinusoidal_table(n, d)).ok
+
+
+@pytest.mark.parametrize(
+    "answer, words",
+    [
+        (classmate_table, "ω itself is still rounded to float32"),
+        (lambda n, d: sinusoidal_table(n, d, dtype=torch.float64), "the model wants float32"),
+        (textbook_table, "some step still rounds to float32"),
+        (lambda n, d: fixed_table(n, d)[:, torch.arange(d).view(-1, 2).flip(1).flatten()], "layout"),
+        (lambda n, d: fixed_table(n + 1, d), "Shape"),
+        (lambda n, d: fixed_table(n, d).to(torch.int32), "floating"),
+        (lambda n, d: fixed_table(n, d) * float("nan"), "NaN"),
+        (lambda n, d: fixed_table(n, d).numpy(), "torch.Tensor"),
+    ],
+)
+def test_precision_fix_names_what_is_left(answer, words):
+    feedback = ex.check_precision_fix(answer)
+    assert not feedback.ok and words in feedback.message
+
+
+@pytest.mark.parametrize("answer", JUNK + FUNCTION_JUNK)
+def test_precision_fix_never_raises_and_never_passes_junk(answer):
+    feedback = ex.check_precision_fix(answer)
+    assert isinstance(feedback, ex.Feedback) and not feedback.ok and feedback.message
+
+
+def test_precision_fix_complex_and_placeholder():
+    assert "Not answered" in ex.check_precision_fix(placeholder).message
+    assert not ex.check_precision_fix(lambda n, d: fixed_table(n, d).to(torch.complex64)).ok
+
+
+@pytest.mark.parametrize("where", ["all", 5, 60000])
+def test_a_table_with_nan_is_not_correct(where):
+    def my_table(n, d):
+        t = sinusoidal_table(n, d)
+        if where == "all":
+            return torch.full_like(t, math.nan)
+        t[where, 3] = math.nan
+        return t
+
+    feedback = ex.check_table_function(my_table)
+    assert not feedback.ok and "NaN" in feedback.message
+    if where != "all":
+        assert f"position {where}, column 3" in feedback.message

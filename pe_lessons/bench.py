@@ -98,10 +98,10 @@ COLUMNS = (
     "max_abs_error",
     "note",
 )
-#: Sinusoidal tables ``(max_len, d_model)``: a small size and the issue's large size.
+#: Sinusoidal tables ``(max_len, d_model)``: a small size and a large one (16 MiB as float32).
 SIN_SIZES = ((256, 64), (65536, 64))
 SIN_SIZES_QUICK = ((64, 16), (1024, 64))
-#: Rotary inputs ``[batch, heads, seq, head_dim]``: a small shape and the issue's large shape.
+#: Rotary inputs ``[batch, heads, seq, head_dim]``: a small shape and a large one (8 MiB as float32).
 ROPE_SHAPES = ((1, 8, 128, 64), (4, 8, 1024, 64))
 ROPE_SHAPES_QUICK = ((1, 2, 16, 8), (2, 4, 128, 64))
 #: On a GPU the large sizes must not fit in its L2 cache (50 MiB on an H100, 40 MiB on an A100),
@@ -336,7 +336,7 @@ def bench_rope(
 
 
 def check_targets(rows: Sequence[dict], size_sin: str = "65536x64", size_rope: str = "4x8x1024x64") -> list[dict]:
-    """The issue's CPU targets against measured rows: one dict per target with ``measured``, ``limit``, ``met``.
+    """The CPU performance targets (:data:`TARGETS`) against measured rows: one dict per target with ``measured``, ``limit``, ``met``.
 
     ``met`` is ``None`` when the row is missing or was skipped (nothing to judge).
     """
@@ -505,7 +505,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows += bench_rope(rope_shapes, device=device, threads=args.threads, compile=compile_flag, **timing)
     print(format_table(rows))
     if not args.quick and "cpu" in devices:
-        print("\nIssue targets (CPU, large sizes):")
+        print("\nTargets (CPU, large sizes):")
         for t in check_targets([r for r in rows if r["device"] == "cpu"]):
             verdict = {True: "met", False: "NOT met", None: "not measured"}[t["met"]]
             print(

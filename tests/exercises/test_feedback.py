@@ -372,7 +372,7 @@ def test_correct_answers_in_any_numeric_form_pass(name, monkeypatch):
     assert feedback.ok, (name, feedback)
 
 
-# ---------------------------------------------------------------- the cases, one by one
+# ---------------------------------------------------------------- known failure cases, one by one
 
 
 @pytest.mark.parametrize("answer", ["abc", [1, 2], 1 + 2j, math.nan, math.inf, -math.inf, 10**400, True, torch.ones(3)])

@@ -65,11 +65,8 @@ SETTINGS: dict[str, dict] = {
         "good": {"scale": 4.0, "new_base": 10000.0 * 4.0 ** (128 / 126)},
     },
     "check_yarn_range": {},
-    "check_first_to_fall": {
-        "kwargs": {"reason": "a"},
-        "answers": ["scheme", "reason"],
-        "good": {"scheme": "sinusoidal", "reason": "a"},
-    },
+    "check_rotary_reach": {"kwargs": {"base": 3e5, "head_dim": 12}},
+    "check_t5_scores": {},
 }
 
 

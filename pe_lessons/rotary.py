@@ -366,8 +366,8 @@ class RotaryEmbedding(nn.Module):
         self.rotary_dim = self.head_dim if rotary_dim is None else _check_rotary_dim(rotary_dim, self.head_dim)
         self.scaling = _check_scaling(scaling, self.rotary_dim)
         self._frozen = _frozen(self.scaling)
-        self._tables: dict[tuple, fast.Tables] = {}  # by the length key (several only for dynamic/longrope)
-        self._last = fast.Tables(*_scaled(self.rotary_dim, self.base, self._frozen, None))
+        self._tables: dict[tuple, fast.CosSinCache] = {}  # by the length key (several only for dynamic/longrope)
+        self._last = fast.CosSinCache(*_scaled(self.rotary_dim, self.base, self._frozen, None))
 
     @property
     def cos(self) -> torch.Tensor:
@@ -389,14 +389,14 @@ class RotaryEmbedding(nn.Module):
         """The cache never grows beyond this many positions (``2**21 / (rotary_dim/2)``, at least 4096)."""
         return self._last.max_rows
 
-    def _tables_for(self, seq_len: int | None) -> fast.Tables:
+    def _tables_for(self, seq_len: int | None) -> fast.CosSinCache:
         length = _length_key(self.scaling, seq_len)
         tables = self._tables.get(length)
         if tables is None:
             if length is None and not self._tables:
                 tables = self._last
             else:
-                tables = fast.Tables(*_scaled(self.rotary_dim, self.base, self._frozen, length))
+                tables = fast.CosSinCache(*_scaled(self.rotary_dim, self.base, self._frozen, length))
             if len(self._tables) >= 2:  # dynamic lengths: keep the last two
                 self._tables.pop(next(iter(self._tables)))
             self._tables[length] = tables

@@ -51,6 +51,7 @@ from ._checks import (
     check_fits,
     check_float_dtype,
     check_int,
+    check_real,
 )
 
 __all__ = [
@@ -254,9 +255,8 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.d_model = check_d_model(d_model)
         self.base = check_base(base)
         max_len = check_int("max_len", max_len, minimum=1)
-        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}")
-        self.dropout = nn.Dropout(float(dropout))
+        dropout = check_real("dropout", dropout, minimum=0.0, below=1.0, what="a probability in [0, 1)")
+        self.dropout = nn.Dropout(dropout)
         self.register_buffer("table", sinusoidal_table(max_len, d_model, base=self.base), persistent=False)
 
     @property

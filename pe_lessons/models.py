@@ -43,7 +43,15 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ._checks import check_base, check_d_model, check_float_tensor, check_int, check_tensor
+from ._checks import (
+    check_base,
+    check_d_model,
+    check_float_tensor,
+    check_int,
+    check_positive_int,
+    check_real,
+    check_tensor,
+)
 from .rotary import LAYOUTS, apply_rope, rope_frequencies, scaled_frequencies, to_half_layout
 
 __all__ = [
@@ -190,9 +198,10 @@ def rope_settings(config: Mapping, *, layer_type: str | None = None) -> dict:
 
 
 def _fraction(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < float(value) <= 1:
+    value = check_real(name, value, above=0.0, what="a fraction in (0, 1]")
+    if value > 1:
         raise ValueError(f"{name} must be a fraction in (0, 1], got {value!r}")
-    return float(value)
+    return value
 
 
 # --------------------------------------------------------------------------- one block of pairs, by apply_rope
@@ -250,9 +259,8 @@ def _grid(item: object, index: int) -> tuple[tuple[int, int, int], float]:
     if not isinstance(grid, (list, tuple)) or len(grid) != 3:
         raise ValueError(f"segments[{index}]: a vision grid is (t, h, w), three positive integers; got {grid!r}")
     t, h, w = (check_int(f"segments[{index}] grid", g, minimum=1) for g in grid)
-    if isinstance(interval, bool) or not isinstance(interval, numbers.Real) or not 0 <= float(interval) < 1e9:
-        raise ValueError(f"segments[{index}]['time_interval'] must be a number >= 0, got {interval!r}")
-    return (t, h, w), float(interval)
+    interval = check_real(f"segments[{index}]['time_interval']", interval, minimum=0.0, below=1e9)
+    return (t, h, w), interval
 
 
 def mrope_position_ids(segments: Sequence[object], *, spatial_merge_size: int = 1) -> torch.Tensor:
@@ -609,13 +617,11 @@ def attention_temperature(positions: Positions, config: Mapping) -> torch.Tensor
     pos = _int_positions("positions", positions)
     if not config.get("attn_temperature_tuning", False):
         return torch.ones(pos.shape, dtype=torch.float32)
-    floor_scale = check_int("config['floor_scale']", config.get("floor_scale", 8192), minimum=1)
-    attn_scale = config.get("attn_scale", 0.1)
-    if isinstance(attn_scale, bool) or not isinstance(attn_scale, numbers.Real) or not math.isfinite(attn_scale):
-        raise ValueError(f"config['attn_scale'] must be a finite number, got {attn_scale!r}")
+    floor_scale = check_positive_int("config['floor_scale']", config.get("floor_scale", 8192))
+    attn_scale = check_real("config['attn_scale']", config.get("attn_scale", 0.1))
     if pos.numel() and int(pos.min()) < 0:
         raise ValueError(f"positions must be >= 0, got {int(pos.min())}")
-    return torch.log1p(torch.floor((pos.float() + 1.0) / floor_scale)) * float(attn_scale) + 1.0
+    return torch.log1p(torch.floor((pos.float() + 1.0) / floor_scale)) * attn_scale + 1.0
 
 
 # --------------------------------------------------------------------------- a base per layer type (Gemma 3, ModernBERT)
@@ -728,11 +734,9 @@ def layer_rope(config: Mapping, layer: int) -> LayerRope:
     params = _rope_parameters(view, kind if per_type else None)
     if params["rope_type"] == "proportional":
         proportion = _fraction(params.get("partial_rotary_factor", 1.0), "partial_rotary_factor")
-        factor = params.get("factor", 1.0)
-        if isinstance(factor, bool) or not isinstance(factor, numbers.Real) or not 0 < factor < math.inf:
-            raise ValueError(f"rope_parameters['factor'] must be a positive number, got {factor!r}")
+        factor = check_real("rope_parameters['factor']", params.get("factor", 1.0), above=0.0)
         base = check_base(params["rope_theta"], "rope_theta")
-        return LayerRope(head_dim, base=base, layout=layout, proportion=proportion, factor=float(factor))
+        return LayerRope(head_dim, base=base, layout=layout, proportion=proportion, factor=factor)
     settings = rope_settings(view, layer_type=kind if per_type else None)
     return LayerRope(head_dim, layout=layout, **settings)
 
@@ -747,8 +751,7 @@ def proportional_frequencies(head_dim: int, base: float, proportion: float, *, f
     head_dim = check_d_model(head_dim, "head_dim")
     base = check_base(base)
     proportion = _fraction(proportion, "proportion")
-    if isinstance(factor, bool) or not isinstance(factor, numbers.Real) or not 0 < factor < math.inf:
-        raise ValueError(f"factor must be a positive number, got {factor!r}")
+    factor = check_real("factor", factor, above=0.0)
     kept = int(proportion * head_dim // 2)
     theta = rope_frequencies(head_dim, base)
     theta[kept:] = 0.0

@@ -317,7 +317,15 @@ def apply_rope(
     theta, attention = _scaled(r, base, frozen, length)
     dtype = fast.working_dtype(x.dtype)
     tables = fast.shared_lookup(
-        (r, base, frozen, length), theta, attention, pos, bounds, x.shape[-2], x.device, dtype, layout
+        (r, base, frozen, length),
+        theta,
+        attention,
+        pos,
+        bounds,
+        x.shape[-2],
+        x.device,
+        dtype,
+        fast.table_kind(layout, x.dtype),
     )
     return _rotate_first(x, tables, layout, r, pos)
 
@@ -406,7 +414,7 @@ class RotaryEmbedding(nn.Module):
     def forward(self, x: torch.Tensor, positions: Positions = None) -> torch.Tensor:
         x, pos, bounds = _check_call(x, positions, self.layout, None, head_dim=self.head_dim)
         tables = self._tables_for(_rule_length(self.scaling, x, pos, bounds)).lookup(
-            pos, bounds, x.shape[-2], x.device, fast.working_dtype(x.dtype), self.layout
+            pos, bounds, x.shape[-2], x.device, fast.working_dtype(x.dtype), fast.table_kind(self.layout, x.dtype)
         )
         return _rotate_first(x, tables, self.layout, self.rotary_dim, pos)
 
@@ -587,6 +595,8 @@ def _check_positions(positions: object, x: torch.Tensor) -> tuple[torch.Tensor |
     floating = positions.dtype.is_floating_point
     positions = positions.to(torch.float64 if floating else torch.long)
     bounds = None
+    if fast.compiling():  # reading values back would break the graph: checked by eager calls only
+        return positions.to(device), None
     if floating and positions.numel() and not bool(torch.isfinite(positions).all()):
         raise ValueError("positions must be finite numbers (no NaN or infinity)")
     if positions.device.type == "cpu" and positions.numel():

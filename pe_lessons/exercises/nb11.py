@@ -255,8 +255,8 @@ def check_mla_scores(fn: object) -> Feedback:
         rope_part = want - (q_nope @ w_uk) @ latent.transpose(-2, -1)
         if torch.allclose(got.double(), buggy + rope_part, rtol=1e-6, atol=1e-8):
             return failed(
-                "Still the bug: the latent c is rotated. Rotating the absorbed key makes the unrotated term depend "
-                "on positions, which it must not: only q_rope and k_rope turn."
+                "These are the scores of the function as given. Ask which of the two terms may depend on the "
+                "positions, then shift every position by 100 and see which term changes."
             )
         if torch.allclose(got.double(), want - rope_part, rtol=1e-6, atol=1e-8):
             return failed("The rotated term is missing: add (R_m q_rope)·(R_n k_rope) to the absorbed term.")

@@ -131,7 +131,7 @@ def test_mla_scores_right_answers_pass():
 
 
 def test_mla_scores_slips_are_named():
-    assert "Still the bug" in check_mla_scores(_buggy).message
+    assert "as given" in check_mla_scores(_buggy).message
     no_rope = lambda q_nope, q_rope, latent, k_rope, w_uk, positions: (q_nope @ w_uk) @ latent.mT  # noqa: E731
     assert "rotated term is missing" in check_mla_scores(no_rope).message
     unrotated = lambda q_nope, q_rope, latent, k_rope, w_uk, positions: (  # noqa: E731

@@ -33,17 +33,14 @@ from collections import OrderedDict
 
 import torch
 
+from .sinusoidal import float64_device
+
 #: A cached table keeps at most this many cos (or sin) entries (rows × pairs); positions beyond it
 #: get their cos/sin computed directly (still from float64 angles), not cached.
 MAX_TABLE_ENTRIES = 1 << 21
 #: The tables :func:`pe_lessons.rotary.apply_rope` shares are dropped, least recently used first,
 #: once together they hold more than this many bytes (a single larger table is used once, not kept).
 CACHE_LIMIT_BYTES = 64 * 2**20
-
-
-def compute_device(device: torch.device) -> torch.device:
-    """Where float64 cos/sin can be computed (MPS and friends have no float64)."""
-    return device if device.type in ("cpu", "cuda") else torch.device("cpu")
 
 
 def working_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -71,7 +68,7 @@ def cos_sin(
 
     ``positions`` of any shape ``S`` (integers or floats) give two tensors of shape ``S + [len(θ)]``.
     """
-    work = compute_device(device)
+    work = float64_device(device)  # MPS and friends have no float64
     with _table_context():
         angles = positions.to(work, torch.float64)[..., None] * inv_freq.to(work, torch.float64)
         cos, sin = torch.cos(angles), torch.sin(angles)

@@ -15,14 +15,14 @@ and a small static PNG.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Sequence
+from typing import Any
 
 import altair as alt
 import pandas as pd
 import torch
 
-from ._checks import check_base, check_d_model, check_int, check_tensor
+from ._checks import check_base, check_d_model, check_int, check_positive_int, check_real, check_tensor
 from .rendering import enable_renderer
 from .sampling import (
     DECIMALS,
@@ -262,10 +262,8 @@ def wavelength_chart(
     """
     d_model = check_d_model(d_model)
     base = check_base(base)
-    if threshold is not None and (
-        isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not 0 < threshold < math.inf
-    ):
-        raise ValueError(f"threshold must be a positive number of positions, got {threshold!r}")
+    if threshold is not None:
+        threshold = check_real("threshold", threshold, above=0.0, hint="a number of positions")
     lam = wavelengths(d_model, base)
     frame = pd.DataFrame(
         {
@@ -278,7 +276,7 @@ def wavelength_chart(
     y = alt.Y("wavelength:Q", title="wavelength (positions, log scale)", scale=alt.Scale(type="log"))
     x = alt.X("i:Q", title="i (pair; columns 2i, 2i+1)")
     tooltip = ["i", alt.Tooltip("dimension:Q", title="dimension (sin column)"), "wavelength"]
-    color: alt.Color | alt.utils.Undefined = alt.Undefined
+    color: Any = alt.Undefined
     if threshold is not None:
         frame["period"] = ["≤ threshold" if w <= threshold else "> threshold" for w in frame["wavelength"]]
         color = alt.Color(
@@ -318,6 +316,7 @@ def similarity_heatmap(
     sim = _check_table(similarity, "similarity")
     max_rows = _check_limit("max_rows", max_rows)
     n, m = sim.shape
+    chart_title: str | alt.TitleParams = title
     if max_rows is None and n * m <= MAX_ROWS:
         nr, nc = n, m
     else:
@@ -329,10 +328,10 @@ def similarity_heatmap(
     else:
         frame = reduce_table(sim, nr, nc, how="mean").drop(columns=["pos_end", "dimension_end"])
         subtitle = f"each cell: mean of {_sizes(_edges(n, nr), 'position')} × {_sizes(_edges(m, nc), 'position')}"
-        title = _title(title, subtitle)
+        chart_title = _title(title, subtitle)
     frame = frame.rename(columns={"pos": "p", "dimension": "q", "value": "score"})
     return (
-        alt.Chart(frame, title=title)
+        alt.Chart(frame, title=chart_title)
         .mark_rect()
         .encode(
             x=alt.X("q:O", title="q (pos)", axis=alt.Axis(labelOverlap=True)),
@@ -472,8 +471,7 @@ def training_curves(
     missing = [c for c in ("step", color, *metrics) if c not in frame.columns]
     if missing:
         raise ValueError(f"frame lacks column(s) {missing}; it has {list(frame.columns)}")
-    if isinstance(smooth, bool) or not isinstance(smooth, int) or smooth < 1:
-        raise ValueError(f"smooth must be an integer >= 1 (steps to average), got {smooth!r}")
+    smooth = check_positive_int("smooth", smooth)
     parts = []
     for key, group in frame.sort_values("step").groupby(color, sort=False):
         values = group[list(metrics)].rolling(smooth, min_periods=1).mean()
@@ -521,11 +519,8 @@ def roofline(
         raise ValueError(f"points must have columns op, intensity, gflops; it has {list(points.columns)}")
     if len(points) > MAX_ROWS:
         raise ValueError(f"points has {len(points)} rows, more than {MAX_ROWS}")
-    for name, value in (("bandwidth_gbps", bandwidth_gbps), ("peak_gflops", peak_gflops)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
-        if not (math.isfinite(value) and value > 0):
-            raise ValueError(f"{name} must be a finite, positive number, got {value!r}")
+    bandwidth_gbps = check_real("bandwidth_gbps", bandwidth_gbps, above=0.0)
+    peak_gflops = check_real("peak_gflops", peak_gflops, above=0.0)
     for column in ("intensity", "gflops"):
         values = pd.to_numeric(points[column], errors="coerce").astype(float)
         bad = ~((values > 0) & (values < math.inf))  # NaN fails both

@@ -1,39 +1,42 @@
-r"""A tiny Transformer encoder with a pluggable position scheme, two order tasks, training and evaluation.
+r"""A tiny Transformer with a pluggable position scheme, three tasks, training and evaluation.
 
 Small enough to train in seconds on a laptop CPU, so students can compare position
 schemes themselves.
 
-Model. Tokens → embedding ``E[token]`` → position scheme → ``n_layers`` pre-norm encoder
+Model. Tokens → embedding ``E[token]`` → position scheme → ``n_layers`` pre-norm
 blocks (multi-head self-attention, then a 2-layer MLP, each added to the residual) →
 LayerNorm → linear head. Attention, written out in :func:`attention`, is
 
 .. math::
 
-    \mathrm{Attention}(q, k, v) = \mathrm{softmax}\!\Big(\frac{\tilde q\, \tilde k^\top}{\sqrt{head\_dim}} + b\Big)\, v,
-    \qquad (\tilde q, \tilde k) = \mathrm{rotate}(q, k, positions)
+    \mathrm{Attention}(q, k, v) = \mathrm{softmax}\!\Big(\frac{\tilde q\, \tilde k^\top}{\sqrt{head\_dim}}
+    + b + M\Big)\, v, \qquad (\tilde q, \tilde k) = \mathrm{rotate}(q, k, positions)
 
-with no mask (every token sees every token) unless ``causal``, and a bias ``b`` for the relative
-schemes. Position schemes:
+where ``b`` is a relative bias (or 0) and ``M`` the causal mask: ``-∞`` on every key after
+its query when ``causal=True`` (a decoder), else 0 (every token sees every token, an encoder).
+Position schemes (:func:`available_schemes`):
 
-- ``"none"``: nothing; the model is then permutation equivariant (permute the tokens,
-  the per-token outputs permute the same way) and a mean-pooled output is invariant.
+- ``"none"``: nothing; without a mask the model is then permutation equivariant (permute the
+  tokens, the per-token outputs permute the same way) and a mean-pooled output is invariant;
+  with ``causal=True`` it is a decoder with no positional encoding (NoPE).
 - ``"sinusoidal"``: :class:`~pe_lessons.sinusoidal.SinusoidalPositionalEncoding` added to the embeddings.
 - ``"learned"``: :class:`~pe_lessons.learned.LearnedPositionalEmbedding` added to the embeddings.
 - ``"rotary"``: nothing is added; ``rotate`` turns q and k by position-dependent angles
   (:func:`~pe_lessons.rotary.apply_rope`, frequencies ``rope_base^(-2i/head_dim)``) before the dot product.
-- ``"alibi"``: ALiBi's fixed linear penalty ``b = -m_h·|i - j|`` (:class:`~pe_lessons.relative.ALiBiBias`).
-- ``"t5"``: T5's learned bucketed bias (:class:`~pe_lessons.relative.RelativePositionBias`), added
-  to **unscaled** scores as in T5 (``q k^T + b``, no ``1/√head_dim``: T5 folds that factor into the
+- ``"alibi"``: :class:`~pe_lessons.relative.ALiBiBias`, a fixed linear penalty on distance, as ``b``.
+- ``"t5"``: :class:`~pe_lessons.relative.RelativePositionBias`, a learned bucketed bias, as ``b``, added
+  to **unscaled** scores as in T5 (``q̃ k̃ᵀ + b``, no ``1/√head_dim``: T5 folds that factor into the
   initialisation of the query projection, and so does this toy).
 
-Tasks (both need positions; both have a fixed vocabulary of ``n_symbols`` filler tokens):
+Tasks (all need positions; all have a fixed vocabulary of ``n_symbols`` filler tokens; :data:`TASKS`):
 
 - :class:`OrderTask` (``"order"``): two marker tokens A and B sit at random places among
   random fillers; say which comes first (2 classes, one answer per sequence, mean-pooled).
   Batches come in pairs — each sequence and its twin with A and B swapped — so a
   position-free model, which gives both twins the same output, scores exactly 50 %.
-- :class:`PreviousTokenTask` (``"previous"``): at every position ``pos ≥ 1`` output the
-  token at ``pos - 1`` (a purely relative rule; position 0 is not scored).
+- :class:`LagTask` (``"lag"``): at every position ``pos ≥ lag`` output the token ``lag``
+  places back (a purely relative rule; earlier positions are not scored).
+- :class:`PreviousTokenTask` (``"previous"``): the lag task with ``lag = 1``.
 
 Determinism: :func:`make_model` initialises from ``seed`` and leaves torch's global RNG
 as it found it; data come from ``torch.Generator`` objects seeded explicitly; the ops
@@ -48,17 +51,27 @@ from __future__ import annotations
 import copy
 import functools
 import math
-import numbers
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import cast
 
 import pandas as pd
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_base, check_d_model, check_fits, check_int, check_tensor
+from ._checks import (
+    check_base,
+    check_bool,
+    check_choice,
+    check_d_model,
+    check_fits,
+    check_int,
+    check_positive_int,
+    check_real,
+    check_tensor,
+)
 from .learned import LearnedPositionalEmbedding
 from .relative import ALiBiBias, RelativePositionBias
 from .rotary import apply_rope
@@ -81,6 +94,7 @@ __all__ = [
     "train",
     "train_seeds",
     "evaluate",
+    "with_nope_layers",
 ]
 
 #: ``rotate(q, k, positions) -> (q, k)``: q and k are ``[batch, heads, seq, head_dim]``,
@@ -96,13 +110,6 @@ IGNORE = -100  # label of positions that are not scored
 def available_schemes() -> tuple[str, ...]:
     """The position schemes :class:`ToyTransformer` accepts."""
     return SCHEMES
-
-
-def _check_scheme(scheme: object) -> str:
-    schemes = available_schemes()
-    if not isinstance(scheme, str) or scheme not in schemes:
-        raise ValueError(f"scheme must be one of {', '.join(map(repr, schemes))}; got {scheme!r}")
-    return scheme
 
 
 def rope_rotate(
@@ -142,19 +149,16 @@ def attention(
             raise ValueError(f"{name} must have shape [batch, heads, seq, head_dim], got {list(t.shape)}")
     if q.shape != k.shape or k.shape[:-1] != v.shape[:-1]:
         raise ValueError(f"q, k, v shapes do not fit: q {list(q.shape)}, k {list(k.shape)}, v {list(v.shape)}")
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be True or False, got {causal!r}")
-    if scale is not None and (
-        isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not 0 < scale < math.inf
-    ):
-        raise ValueError(f"scale must be a finite number > 0 (or None for 1/sqrt(head_dim)), got {scale!r}")
+    check_bool("causal", causal)
+    if scale is not None:
+        scale = check_real("scale", scale, above=0.0, hint="None for 1/sqrt(head_dim), 1 for T5")
     if rotate is not None:
         seq = q.shape[-2]
         if positions is None:
             positions = torch.arange(seq, device=q.device)
         q, k = rotate(q, k, positions)
     scores = q @ k.transpose(-2, -1)
-    scores = scores / math.sqrt(q.shape[-1]) if scale is None else scores * float(scale)
+    scores = scores / math.sqrt(q.shape[-1]) if scale is None else scores * scale
     if bias is not None:
         check_tensor("bias", bias)
         try:
@@ -195,14 +199,12 @@ class MultiHeadSelfAttention(nn.Module):
         n_heads = check_int("n_heads", n_heads, minimum=1)
         if d_model % n_heads or (d_model // n_heads) % 2:
             raise ValueError(f"n_heads must split d_model={d_model} into heads of even width, got n_heads={n_heads}")
-        if not isinstance(causal, bool):
-            raise TypeError(f"causal must be True or False, got {causal!r}")
         self.n_heads, self.head_dim = n_heads, d_model // n_heads
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.out = nn.Linear(d_model, d_model)
         self.rotate = rotate
         self.bias = bias
-        self.causal = causal
+        self.causal = check_bool("causal", causal)
         self.scale = scale
 
     def weights(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
@@ -231,6 +233,8 @@ class EncoderBlock(nn.Module):
 
     ``causal=True`` makes it a decoder block (each token attends to itself and earlier tokens only).
     """
+
+    attn: MultiHeadSelfAttention
 
     def __init__(
         self,
@@ -285,26 +289,13 @@ class ToyTransformer(nn.Module):
         rope_base: float = 10000.0,
     ) -> None:
         super().__init__()
-        self.vocab_size = check_int("vocab_size", vocab_size, minimum=1)
+        self.vocab_size = check_positive_int("vocab_size", vocab_size)
         self.n_classes = check_int("n_classes", n_classes, minimum=2)
-        self.scheme = _check_scheme(scheme)
+        self.scheme = check_choice("scheme", scheme, SCHEMES)
         self.d_model = check_d_model(d_model)
-        n_layers = check_int("n_layers", n_layers, minimum=1)
-        max_len = check_int("max_len", max_len, minimum=1)
-        if not isinstance(pooled, bool):
-            raise TypeError(f"pooled must be True or False, got {pooled!r}")
-        if not isinstance(causal, bool):
-            raise TypeError(f"causal must be True or False, got {causal!r}")
-        # refuse absurd sizes before allocating anything (float32 parameters)
-        check_fits("vocab_size", [self.vocab_size, self.d_model], torch.float32, what="the token embedding")
-        check_fits("n_classes", [self.n_classes, self.d_model], torch.float32, what="the output layer")
-        check_fits("d_model", [4 * self.d_model, self.d_model], torch.float32, what="each MLP weight")
-        check_fits(
-            "n_layers", [n_layers, 12 * self.d_model, self.d_model], torch.float32, what="the blocks' parameters"
-        )
-        if scheme in ("sinusoidal", "learned"):
-            check_fits("max_len", [max_len, self.d_model], torch.float32, what="the position table")
-        self.pooled, self.causal = pooled, causal
+        n_layers, max_len = check_positive_int("n_layers", n_layers), check_positive_int("max_len", max_len)
+        self.pooled, self.causal = check_bool("pooled", pooled), check_bool("causal", causal)
+        self._refuse_absurd_sizes(n_layers, max_len)
         self.embed = nn.Embedding(self.vocab_size, self.d_model)
         self.position: nn.Module | None = None
         self.relative: nn.Module | None = None
@@ -317,10 +308,10 @@ class ToyTransformer(nn.Module):
             self.rope_base = check_base(rope_base, "rope_base")
             rotate = rope_rotate if self.rope_base == 10000.0 else functools.partial(rope_rotate, base=self.rope_base)
         elif scheme == "alibi":
-            self.relative = ALiBiBias(check_int("n_heads", n_heads, minimum=1))
+            self.relative = ALiBiBias(n_heads)
         elif scheme == "t5":
             self.relative = RelativePositionBias(
-                check_int("n_heads", n_heads, minimum=1),
+                n_heads,
                 num_buckets=num_buckets,
                 max_distance=max_len,
                 bidirectional=not causal,
@@ -337,6 +328,16 @@ class ToyTransformer(nn.Module):
                     block.attn.qkv.bias[: self.d_model] /= math.sqrt(block.attn.head_dim)
         self.norm = nn.LayerNorm(self.d_model)
         self.head = nn.Linear(self.d_model, self.n_classes)
+
+    def _refuse_absurd_sizes(self, n_layers: int, max_len: int) -> None:
+        """Refuse, before allocating anything, float32 parameters past the memory limit."""
+        d = self.d_model
+        check_fits("vocab_size", [self.vocab_size, d], torch.float32, what="the token embedding")
+        check_fits("n_classes", [self.n_classes, d], torch.float32, what="the output layer")
+        check_fits("d_model", [4 * d, d], torch.float32, what="each MLP weight")
+        check_fits("n_layers", [n_layers, 12 * d, d], torch.float32, what="the blocks' parameters")
+        if self.scheme in ("sinusoidal", "learned"):
+            check_fits("max_len", [max_len, d], torch.float32, what="the position table")
 
     def _check_tokens(self, tokens: object) -> torch.Tensor:
         tokens = check_tensor("tokens", tokens)
@@ -368,6 +369,19 @@ class ToyTransformer(nn.Module):
         return logits.mean(dim=1) if self.pooled else logits
 
     @torch.no_grad()
+    def attention_weights(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Every layer's attention weights for ``tokens``: ``[n_layers, batch, heads, seq, seq]``
+        (rows: queries, columns: keys; each row sums to 1)."""
+        tokens = self._check_tokens(tokens)
+        x = self._embed(tokens)
+        positions = torch.arange(tokens.shape[1], device=x.device)
+        weights = []
+        for block in cast(list[EncoderBlock], self.blocks):
+            weights.append(block.attn.weights(block.norm1(x), positions))
+            x = block(x, positions)
+        return torch.stack(weights)
+
+    @torch.no_grad()
     def hidden_states(self, tokens: torch.Tensor) -> torch.Tensor:
         """The residual stream ``[n_layers + 1, batch, seq, d_model]``: after the embedding (and any
         added position vectors), then after each block (what a linear probe reads)."""
@@ -397,19 +411,6 @@ class ToyTransformer(nn.Module):
                     raise ValueError(f"head must be below n_heads={attn.n_heads}, got {head}")
                 attn.out.weight[:, head * attn.head_dim : (head + 1) * attn.head_dim] = 0
         return twin
-
-    @torch.no_grad()
-    def attention_weights(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Every layer's attention weights for ``tokens``: ``[n_layers, batch, heads, seq, seq]``
-        (rows: queries, columns: keys; each row sums to 1)."""
-        tokens = self._check_tokens(tokens)
-        x = self._embed(tokens)
-        positions = torch.arange(tokens.shape[1], device=x.device)
-        weights = []
-        for block in self.blocks:
-            weights.append(block.attn.weights(block.norm1(x), positions))
-            x = block(x, positions)
-        return torch.stack(weights)
 
     def with_longer_table(self, max_len: int, *, seed: int = 0) -> ToyTransformer:
         """A copy whose learned table has ``max_len`` rows; the new rows are untrained ``N(0, 0.02²)`` draws."""
@@ -543,9 +544,7 @@ TASKS: dict[str, type] = {"order": OrderTask, "previous": PreviousTokenTask, "la
 
 def make_task(name: str, **kwargs) -> Task:
     """``make_task("order")`` or ``make_task("previous", n_symbols=8)``."""
-    if not isinstance(name, str) or name not in TASKS:
-        raise ValueError(f"task must be one of {', '.join(map(repr, TASKS))}; got {name!r}")
-    return TASKS[name](**kwargs)
+    return TASKS[check_choice("task", name, tuple(TASKS))](**kwargs)
 
 
 def _check_task(task: object) -> Task:
@@ -635,13 +634,10 @@ def train(
     else:
         lo = hi = check_int("seq_len", seq_len, minimum=2)
     steps = check_int("steps", steps, minimum=1)
-    if isinstance(lr, bool) or not isinstance(lr, numbers.Real):
-        raise TypeError(f"lr must be a real number in (0, 1), got {lr!r} ({type(lr).__name__})")
-    if not 0 < lr < 1:
-        raise ValueError(f"lr must be a learning rate in (0, 1), got {lr!r}")
+    lr = check_real("lr", lr, above=0.0, below=1.0, hint="a learning rate")
     generator = torch.Generator().manual_seed(check_int("seed", seed))
     device = _device_of(model)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=float(lr))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     # learning rate decays linearly from lr to lr/steps: the last steps settle instead of spiking
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: 1.0 - done / steps)
     was_training = model.training
@@ -691,16 +687,14 @@ def train_seeds(
         raise ValueError(f"seeds must be distinct integers, at least one, got {seeds!r}")
     seq_len = check_int("seq_len", seq_len, minimum=2)
     steps = check_int("steps", steps, minimum=1)
-    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not 0 < lr < 1:
-        raise ValueError(f"lr must be a learning rate in (0, 1), got {lr!r}")
+    lr = check_real("lr", lr, above=0.0, below=1.0, hint="a learning rate")
     models = [make_model(task, scheme, seed=s, **model_kwargs) for s in seeds]
     template = copy.deepcopy(models[0]).to("meta")
     params, buffers = torch.func.stack_module_state(models)
     params = {name: nn.Parameter(value) for name, value in params.items()}
 
-    template.forward = (
-        template._logits
-    )  # no token checks: they read values, which vmap cannot (sample() makes valid ids)
+    # no token checks under vmap: they read values, which vmap cannot (sample() makes valid ids)
+    template.forward = template._logits  # type: ignore[method-assign]
     batched = torch.func.vmap(lambda p, b, tokens: torch.func.functional_call(template, (p, b), (tokens,)))
     generators = [torch.Generator().manual_seed(s) for s in seeds]
     optimizer = torch.optim.AdamW(params.values(), lr=float(lr))
@@ -747,11 +741,10 @@ def evaluate(
     n = check_int("n", n, minimum=2)
     if isinstance(task, OrderTask) and n % 2:
         raise ValueError(f"n must be even for the order task (sequences come with their swapped twins), got {n}")
-    if not isinstance(extend_learned, bool):
-        raise TypeError(f"extend_learned must be True or False, got {extend_learned!r}")
+    extend_learned = check_bool("extend_learned", extend_learned)
     if extend_learned and isinstance(model.position, LearnedPositionalEmbedding) and seq_len > model.position.max_len:
         model = model.with_longer_table(seq_len, seed=seed)
-    heads = model.blocks[0].attn.n_heads
+    heads = cast(EncoderBlock, model.blocks[0]).attn.n_heads
     check_fits("n", [n, heads, seq_len, seq_len], torch.float32, what="one layer's attention scores")
     tokens, labels = task.sample(n, seq_len, torch.Generator().manual_seed(check_int("seed", seed)))
     device = _device_of(model)
@@ -764,3 +757,33 @@ def evaluate(
     finally:
         model.train(was_training)
     return {"loss": loss.item(), "accuracy": accuracy}
+
+
+# --------------------------------------------------------------------------- layers without RoPE
+
+
+def with_nope_layers(model: ToyTransformer, layers: Sequence[int]) -> ToyTransformer:
+    """A copy of a ``"rotary"`` model whose attention in ``layers`` (0-based) rotates nothing: NoPE layers
+    among RoPE layers, as Llama 4 and SmolLM3 interleave them (see :func:`pe_lessons.models.nope_layers`).
+
+    The weights are copied unchanged (the rotation has no parameters), so a fresh model from
+    :func:`make_model` with its NoPE layers set this way starts from the same initial weights as the
+    all-RoPE model of the same seed.
+    """
+    if not isinstance(model, ToyTransformer):
+        raise TypeError(f"model must be a ToyTransformer (see make_model), got {type(model).__name__}")
+    if model.scheme != "rotary":
+        raise ValueError(f"with_nope_layers needs a scheme='rotary' model, this one uses {model.scheme!r}")
+    if isinstance(layers, (str, bytes)) or not isinstance(layers, Sequence):
+        raise TypeError(f"layers must be a list of layer indices, got {type(layers).__name__}")
+    n = len(model.blocks)
+    chosen = set()
+    for i in layers:
+        i = check_int("layers item", i, minimum=0)
+        if i >= n:
+            raise ValueError(f"layers must be indices below the model's {n} layers, got {i}")
+        chosen.add(i)
+    twin = copy.deepcopy(model)
+    for i in chosen:
+        twin.blocks[i].attn.rotate = None
+    return twin

@@ -134,8 +134,8 @@ def check_rotary_reach(answer: object, base: float, head_dim: int) -> Feedback:
     want = rotary_reach(base, head_dim)
     if abs(value - want) <= max(1.0, 0.01 * want):
         return passed(
-            f"π / θ_1 = π · {base:g}^(2/{head_dim}) ≈ {want:.0f} tokens: from there on, pair 1 has turned further "
-            "than anything the model saw in training can explain."
+            f"π / θ_1 = π · {base:g}^(2/{head_dim}) ≈ {want:.0f} tokens: past this offset pair 1 has turned by more "
+            "than half a circle, an angle the trained offsets never produced. Now run it and compare."
         )
     for wrong, hint in [
         (math.pi * base ** (1 / head_dim), "Check the exponent: θ_i = base^(-2i/head_dim), and this is pair i = 1."),

@@ -192,8 +192,9 @@ def check_sin_only_norm(sin_only_norm: Callable[[int, int], float] | None) -> Fe
 
     if same(_sin_only_norm):
         return passed(
-            "‖row(pos)‖ = sqrt(2·Σ_i sin²(pos·ω_i)): 0 at pos = 0, and never sqrt(d_model/2) again, because no "
-            "sin² is ever paired with its cos². The norm wanders with pos: some positions add more than others."
+            "‖row(pos)‖ = sqrt(2·Σ_i sin²(pos·ω_i)): 0 at pos = 0, and anywhere between 0 and sqrt(d_model) as pos "
+            "moves, instead of the constant sqrt(d_model/2): no sin² is paired with its cos² any more, so some "
+            "positions add much more to the token embedding than others."
         )
     if same(lambda p, d: math.sqrt(d / 2)):
         return failed(

@@ -8,7 +8,6 @@ import numbers
 from ..sinusoidal import wavelengths
 from ._feedback import (
     Feedback,
-    _short,
     as_integer,
     as_number,
     checker,
@@ -30,8 +29,14 @@ __all__ = [
 ]
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(float(value))
+def _is_infinite(value: object) -> bool:
+    """Whether ``value`` is a real number equal to +inf (a huge integer is not)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    try:
+        return float(value) == math.inf
+    except OverflowError:
+        return False
 
 
 @checker
@@ -122,11 +127,11 @@ def check_alias_period(
         return not_done()
     k = n_positions // rows
     want = alias_period(column, d_model, n_positions, rows, base)
-    if want == math.inf and isinstance(answer, numbers.Real) and float(answer) == math.inf:
+    if want == math.inf and _is_infinite(answer):
         return passed("k·ω is a whole number of turns: every sample lands on one phase, the column looks constant.")
-    if not _is_number(answer):
-        return failed(f"Answer with a number of positions, got {_short(answer)}.")
-    answer = float(answer)
+    answer, problem = as_number(answer, "a number of positions")
+    if problem is not None:
+        return problem
     i = column // 2
     true = 2 * math.pi * base ** (2 * i / d_model)
     step = k * base ** (-2 * i / d_model)

@@ -519,9 +519,11 @@ def test_feedback_prints_as_one_line_and_is_truthy_when_ok():
 
 
 def test_new_checkers_are_exported_at_the_end_of_their_modules():
-    from pe_lessons.exercises import nb01, nb02, nb04
+    from pe_lessons.exercises import nb01, nb02, nb03, nb04
 
-    assert nb01.__all__[-1] == "check_offset_dot" and nb02.__all__[-1] == "check_precision_fix"
-    assert nb04.__all__[-2:] == ["alias_period", "check_alias_period"]
-    for name in ("check_offset_dot", "check_precision_fix", "check_alias_period"):
+    assert nb01.__all__[-1] == "check_sin_only_norm" and nb02.__all__[-1] == "check_precision_fix"
+    assert nb03.__all__[-1] == "check_dropout_module" and nb04.__all__[-2:] == ["context_base", "check_context_base"]
+    for name in ("check_offset_dot", "check_sin_only_norm", "check_window_table", "check_precision_fix"):
+        assert name in exercises.__all__
+    for name in ("check_dropout_module", "check_alias_period", "check_context_base"):
         assert name in exercises.__all__

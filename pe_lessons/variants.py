@@ -32,6 +32,7 @@ table that starts at another position. Only :func:`row_norms_constant` is layout
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -591,10 +592,12 @@ def _match_convention(table: torch.Tensor, base: float) -> Diagnosis | None:
             start = position - first
             if start == 0 and not zeroed and not cos_first:
                 continue  # the plain table: already compared
-            args = dict(start=start, keep=keep, cos_first=cos_first)
-            if _distance_to_variant(table, name, base, _SCREEN_ROWS, **args)[0] > 1.0:
+            shifted = functools.partial(
+                _distance_to_variant, table, name, base, start=start, keep=keep, cos_first=cos_first
+            )
+            if shifted(_SCREEN_ROWS)[0] > 1.0:
                 continue
-            ratio, err = _distance_to_variant(table, name, base, **args)
+            ratio, err = shifted()
             if ratio <= 1.0 and (best is None or ratio < best[0]):
                 best = (ratio, err, name, start, cos_first)
     if best is None:

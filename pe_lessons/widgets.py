@@ -298,6 +298,7 @@ class Explorer(widgets.VBox):
                 self.output.clear_output(wait=True)
                 display(self.chart)
             return
+        data: dict | None
         if alt.renderers.active == "pe_lessons":
             data = render_chart(self.chart.to_dict(), static_image=False)
         else:

@@ -72,6 +72,9 @@ SETTINGS: dict[str, dict] = {
         "good": {"scale": 4.0, "new_base": 10000.0 * 4.0 ** (128 / 126)},
     },
     "check_yarn_range": {},
+    "check_image_text_ids": {},
+    "check_window_pairs": {},
+    "check_mla_scores": {},
     "check_first_to_fall": {
         "kwargs": {"reason": "a"},
         "answers": ["scheme", "reason"],
@@ -393,6 +396,19 @@ CORRECT = {
     "check_score_prediction": None,  # filled below (needs apply_rope)
     "check_bytes_moved": 4 * (2 * 8 * 512 * 768 + 768),
     "check_predicted_time": 2 * 32 * 4096 * 128 * 2 / 2e12 * 1e6,
+    "check_image_text_ids": np.array(
+        [
+            [0, 1, 2, 3, 4, 4, 4, 4, 4, 4, 7, 8],
+            [0, 1, 2, 3, 4, 4, 5, 5, 6, 6, 7, 8],
+            [0, 1, 2, 3, 4, 5, 4, 5, 4, 5, 7, 8],
+        ]
+    ),
+    "check_window_pairs": np.int64(28),
+    "check_mla_scores": lambda q_nope, q_rope, latent, k_rope, w_uk, positions: (
+        (q_nope @ w_uk) @ latent.transpose(-2, -1)
+        + __import__("pe_lessons").apply_rope(q_rope, positions)
+        @ __import__("pe_lessons").apply_rope(k_rope, positions).transpose(-2, -1)
+    ),
 }
 
 

@@ -48,13 +48,12 @@ from .baselines import (
     hf_rope_step,
     loop_table,
     rope_reference,
-    rotate_half,
     textbook_table,
 )
 from .optrace import trace_ops
 from .rotary import apply_rope
 from .sinusoidal import sinusoidal_table
-from .timing import _device, _threads, measure, try_compile
+from .timing import check_timing_device, measure, thread_count, try_compile
 
 __all__ = [
     "COLUMNS",
@@ -68,18 +67,6 @@ __all__ = [
     "ROPE_DTYPES",
     "DECODE_POSITION",
     "TARGETS",
-    "loop_table",
-    "textbook_table",
-    "float64_angles_table",
-    "rotate_half",
-    "hf_cos_sin",
-    "hf_rope",
-    "hf_inv_freq",
-    "hf_rope_step",
-    "rope_reference",
-    "trace_ops",
-    "measure",
-    "try_compile",
     "bench_sinusoidal",
     "bench_rope",
     "check_targets",
@@ -232,8 +219,8 @@ def bench_sinusoidal(
     ``torch.sin`` and ``clone`` over a float32 tensor of the same size. ``ratio`` is
     time / time of ``torch.sin``; ``max_abs_error`` is against the float64 table.
     """
-    device = _device(device)
-    threads = _threads(threads)
+    device = check_timing_device(device)
+    threads = thread_count(threads)
     if sizes is None:
         sizes = default_sizes(device)[0]
     sizes = [(check_int("max_len", n, minimum=1), check_d_model(d)) for n, d in sizes]
@@ -354,8 +341,8 @@ def bench_rope(
     positions tensor against Hugging Face's step (:func:`hf_rope_step`: its cos/sin computed from
     ``position_ids`` on every call, then the formula).
     """
-    device = _device(device)
-    threads = _threads(threads)
+    device = check_timing_device(device)
+    threads = thread_count(threads)
     check_bool("compile", compile)
     check_bool("decode", decode)
     dtypes = [_dtype(d) for d in dtypes]

@@ -79,7 +79,7 @@ def heatmap(
     title: str = "Positional encoding",
     width: int = 420,
     height: int = 260,
-    how: str = "mean",
+    how: str = "minmax",
     max_rows: int | None = None,
     max_cols: int | None = None,
     start_pos: int = 0,
@@ -91,9 +91,11 @@ def heatmap(
     (or one with ``max_rows``/``max_cols`` set) is first reduced by
     :func:`reduce_table` to at most ``max_rows`` position bands and ``max_cols``
     (default 128) column bands, so the chart never holds more than
-    :data:`MAX_ROWS` data rows; each block is coloured by its ``mean`` (default),
-    drawn as two half-cells ``min`` | ``max`` (``how="minmax"``), or — to show
-    the aliasing illusion on purpose — by its first entry (``how="stride"``).
+    :data:`MAX_ROWS` data rows; each block is drawn as two half-cells ``min`` |
+    ``max`` (``how="minmax"``, the default: nothing the table does is hidden),
+    coloured by its ``mean`` (``how="mean"``, a box filter: a column whose period
+    lies between one and two bands leaks through as a false, slower wave), or — to
+    show the aliasing illusion on purpose — by its first entry (``how="stride"``).
     Bands are labelled by their first position/column (``pos``, ``dimension``).
     ``start_pos``/``start_dim`` label a slice of a larger table.
     """

@@ -65,7 +65,7 @@ def explorer_chart(
 
     ``columns`` defaults to every column. Only the window is computed, in
     float64 (``sin``/``cos`` of ``pos·ω_i``), and a large window is reduced
-    honestly by :func:`pe_lessons.plots.heatmap` (band means, never subsampling).
+    honestly by :func:`pe_lessons.plots.heatmap` (each band's min and max, never subsampling).
     """
     d_model = check_d_model(d_model)
     base = check_base(base)

@@ -19,7 +19,9 @@ with no mask (every token sees every token). Position schemes:
 - ``"sinusoidal"``: :class:`~pe_lessons.sinusoidal.SinusoidalPositionalEncoding` added to the embeddings.
 - ``"learned"``: :class:`~pe_lessons.learned.LearnedPositionalEmbedding` added to the embeddings.
 - ``"rotary"``: nothing is added; ``rotate`` turns q and k by position-dependent angles
-  (:func:`~pe_lessons.rotary.apply_rope`) before the dot product.
+  (:func:`~pe_lessons.rotary.apply_rope`) before the dot product, with the model's ``rope_base`` and
+  context-extension rule ``rope_scaling`` (:func:`~pe_lessons.rotary.scaled_frequencies`);
+  :meth:`ToyTransformer.with_rope` gives a copy that reads positions with another rule.
 
 Tasks (both need positions; both have a fixed vocabulary of ``n_symbols`` filler tokens):
 
@@ -43,7 +45,7 @@ from __future__ import annotations
 import copy
 import math
 import numbers
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -52,14 +54,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_d_model, check_fits, check_int, check_tensor
+from ._checks import check_base, check_d_model, check_fits, check_int, check_tensor
 from .learned import LearnedPositionalEmbedding
 from .relative import ALiBiBias, RelativePositionBias
-from .rotary import apply_rope
+from .rotary import apply_rope, scaled_frequencies
 from .sinusoidal import SinusoidalPositionalEncoding
 
 __all__ = [
     "Rotate",
+    "RopeRotate",
     "Bias",
     "available_schemes",
     "attention",
@@ -98,12 +101,36 @@ def _check_scheme(scheme: object) -> str:
     return scheme
 
 
-def rope_rotate(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The ``"rotary"`` scheme's hook: :func:`~pe_lessons.rotary.apply_rope` on q and k.
+@dataclass(frozen=True)
+class RopeRotate:
+    """The ``"rotary"`` scheme's hook: :func:`~pe_lessons.rotary.apply_rope` on q and k with one
+    ``base`` and one context-extension rule ``scaling`` (``None``: plain RoPE).
 
-    A module-level function (not a closure), so that a rotary model can be pickled and ``torch.save``-d.
+    An object, not a closure, so that a rotary model can be pickled and ``torch.save``-d.
     """
-    return apply_rope(q, positions), apply_rope(k, positions)
+
+    base: float = 10000.0
+    scaling: Mapping[str, object] | None = None
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return (
+            apply_rope(q, positions, base=self.base, scaling=self.scaling),
+            apply_rope(k, positions, base=self.base, scaling=self.scaling),
+        )
+
+
+def _rope_rotate(head_dim: int, base: object, scaling: object) -> RopeRotate:
+    """A checked :class:`RopeRotate`: a bad base or rule raises here, naming it, not at the first forward."""
+    base = check_base(base, "rope_base")
+    try:
+        scaled_frequencies(head_dim, scaling, base=base)  # checks every key of the rule
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"rope_scaling: {err}") from None
+    return RopeRotate(base, None if scaling is None else dict(scaling))
+
+
+#: The plain ``"rotary"`` hook (base 10 000, no rule).
+rope_rotate = RopeRotate()
 
 
 def attention(
@@ -254,6 +281,8 @@ class ToyTransformer(nn.Module):
         pooled: bool = False,
         causal: bool = False,
         num_buckets: int = 8,
+        rope_base: float = 10000.0,
+        rope_scaling: Mapping[str, object] | None = None,
     ) -> None:
         super().__init__()
         self.vocab_size = check_int("vocab_size", vocab_size, minimum=1)
@@ -273,6 +302,8 @@ class ToyTransformer(nn.Module):
         check_fits(
             "n_layers", [n_layers, 12 * self.d_model, self.d_model], torch.float32, what="the blocks' parameters"
         )
+        if scheme != "rotary" and (rope_base != 10000.0 or rope_scaling is not None):
+            raise ValueError(f"rope_base and rope_scaling need scheme='rotary', this model uses {scheme!r}")
         if scheme in ("sinusoidal", "learned"):
             check_fits("max_len", [max_len, self.d_model], torch.float32, what="the position table")
         self.pooled, self.causal = pooled, causal
@@ -285,7 +316,7 @@ class ToyTransformer(nn.Module):
         elif scheme == "learned":
             self.position = LearnedPositionalEmbedding(max_len, self.d_model)
         elif scheme == "rotary":
-            rotate = rope_rotate
+            rotate = _rope_rotate(self.d_model // check_int("n_heads", n_heads, minimum=1), rope_base, rope_scaling)
         elif scheme == "alibi":
             self.relative = ALiBiBias(check_int("n_heads", n_heads, minimum=1))
         elif scheme == "t5":
@@ -350,8 +381,32 @@ class ToyTransformer(nn.Module):
         twin.position = self.position.extended(max_len, generator=torch.Generator().manual_seed(seed))
         return twin
 
+    def with_rope(self, *, base: float | None = None, scaling: Mapping[str, object] | None = None) -> ToyTransformer:
+        """A copy that rotates q and k with ``base`` (default: this model's) and the context-extension
+        rule ``scaling`` (:func:`~pe_lessons.rotary.scaled_frequencies`; ``None``: plain RoPE) in every layer.
+
+        The weights are the same: this is how a trained model is read at a longer length with a rule
+        (zero-shot, or before a fine-tune of the copy)."""
+        if self.scheme != "rotary":
+            raise ValueError(f"with_rope needs scheme='rotary', this model uses {self.scheme!r}")
+        attn = self.blocks[0].attn
+        rotate = _rope_rotate(attn.head_dim, attn.rotate.base if base is None else base, scaling)
+        twin = copy.deepcopy(self)
+        for block in twin.blocks:
+            block.attn.rotate = rotate
+        return twin
+
+    @property
+    def rope(self) -> RopeRotate | None:
+        """The rotary hook (its ``base`` and ``scaling``), or ``None`` for the other schemes."""
+        return self.blocks[0].attn.rotate if self.scheme == "rotary" else None
+
     def extra_repr(self) -> str:
-        return f"scheme={self.scheme!r}, pooled={self.pooled}, causal={self.causal}"
+        text = f"scheme={self.scheme!r}, pooled={self.pooled}, causal={self.causal}"
+        rope = self.rope
+        if rope is not None and (rope.base != 10000.0 or rope.scaling is not None):
+            text += f", rope_base={rope.base:g}, rope_scaling={rope.scaling!r}"
+        return text
 
 
 # --------------------------------------------------------------------------- tasks

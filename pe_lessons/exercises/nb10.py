@@ -67,12 +67,17 @@ def ntk_out_of_range(head_dim: int, base: float, train_len: int, factor: float) 
 
 def _pair_list(answer: object) -> tuple[list[int] | None, Feedback | None]:
     """A collection of pair indices (list, tuple, set, range, tensor, array) as a sorted list of distinct ints."""
-    if isinstance(answer, torch.Tensor) or type(answer).__module__.split(".")[0] == "numpy":
-        answer = answer.reshape(-1).tolist()
-    if isinstance(answer, (str, bytes)) or not hasattr(answer, "__iter__"):
-        return None, failed(f"Give the pair indices as a list, e.g. [3, 4, 5]; got {_short(answer)}.")
+    wrong = failed(f"Give the pair indices as a list, e.g. [3, 4, 5]; got {_short(answer)}.")
+    if isinstance(answer, (str, bytes, dict)) or not hasattr(answer, "__iter__"):
+        return None, wrong
+    try:
+        if isinstance(answer, torch.Tensor) or type(answer).__module__.split(".")[0] == "numpy":
+            answer = answer.reshape(-1).tolist()
+        values = list(answer)[:10_000]
+    except Exception:  # a meta tensor, an iterator that raises …
+        return None, wrong
     items = []
-    for value in list(answer)[:10_000]:
+    for value in values:
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         number, problem = as_integer(value, "whole pair indices")

@@ -58,13 +58,14 @@ SETTINGS: dict[str, dict] = {
     "check_order_breakers": {},
     "check_alibi_slopes": {},
     "check_t5_bucket": {},
-    "check_critical_pair": {},
+    "check_out_of_range": {},
     "check_ntk_base": {
         "kwargs": {"new_base": 1.0},
         "answers": ["scale", "new_base"],
-        "good": {"scale": 4.0, "new_base": 10000.0 * 4.0 ** (128 / 126)},
+        "good": {"scale": 8.0, "new_base": 10000.0 * 8.0 ** (96 / 94)},
     },
-    "check_yarn_range": {},
+    "check_yarn_frequencies": {},
+    "check_stretch_ratio": {},
     "check_first_to_fall": {
         "kwargs": {"reason": "a"},
         "answers": ["scheme", "reason"],

@@ -233,6 +233,8 @@ def test_heatmap_refuses_non_finite_values_and_names_one(bad):
 
 
 def test_heatmap_defaults_to_min_max_bands_because_band_means_leak():
+    from pe_lessons.sampling import apparent_period, reduce_table
+
     table = sinusoidal_table(10000, 16, dtype=torch.float64)
     chart = plots.heatmap(table)
     assert "min | max" in chart.to_dict()["title"]["subtitle"] and {"min", "max"} <= set(chart.data.columns)

@@ -46,13 +46,11 @@ from .baselines import (
     hf_rope,
     loop_table,
     rope_reference,
-    rotate_half,
     textbook_table,
 )
-from .optrace import trace_ops
 from .rotary import apply_rope
 from .sinusoidal import sinusoidal_table
-from .timing import _device, _threads, measure, try_compile
+from .timing import check_timing_device, measure, thread_count, try_compile
 
 __all__ = [
     "COLUMNS",
@@ -64,16 +62,6 @@ __all__ = [
     "ROPE_SHAPES_CUDA",
     "default_sizes",
     "TARGETS",
-    "loop_table",
-    "textbook_table",
-    "float64_angles_table",
-    "rotate_half",
-    "hf_cos_sin",
-    "hf_rope",
-    "rope_reference",
-    "trace_ops",
-    "measure",
-    "try_compile",
     "bench_sinusoidal",
     "bench_rope",
     "check_targets",
@@ -192,8 +180,8 @@ def bench_sinusoidal(
     ``torch.sin`` and ``clone`` over a float32 tensor of the same size. ``ratio`` is
     time / time of ``torch.sin``; ``max_abs_error`` is against the float64 table.
     """
-    device = _device(device)
-    threads = _threads(threads)
+    device = check_timing_device(device)
+    threads = thread_count(threads)
     if sizes is None:
         sizes = default_sizes(device)[0]
     sizes = [(check_int("max_len", n, minimum=1), check_d_model(d)) for n, d in sizes]
@@ -263,8 +251,8 @@ def bench_rope(
     ``clone``; ``speedup_vs_hf`` is HF eager time / time; ``max_abs_error`` is against
     :func:`rope_reference` in float64.
     """
-    device = _device(device)
-    threads = _threads(threads)
+    device = check_timing_device(device)
+    threads = thread_count(threads)
     check_bool("compile", compile)
     if shapes is None:
         shapes = default_sizes(device)[1]

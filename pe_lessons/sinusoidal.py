@@ -148,12 +148,17 @@ _SUBTABLES_MAX_BYTES = 16 * 2**20
 
 def angle_addition_subtables(
     n_blocks: int, inv_freq: torch.Tensor, *, block: int = BLOCK, dtype: torch.dtype = torch.float32
-) -> tuple[torch.Tensor, ...]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """``sin, cos`` of ``r·ω`` (``r < block``) and of ``qB·ω`` (``q < n_blocks``), from float64 on the CPU,
     rounded once to ``dtype``: the only sines and cosines :func:`angle_addition` needs."""
     fine = torch.arange(block, dtype=torch.float64)[:, None] * inv_freq  # r·ω, r < B
     coarse = torch.arange(n_blocks, dtype=torch.float64)[:, None] * (block * inv_freq)  # qB·ω
-    return tuple(t.to(dtype) for t in (torch.sin(fine), torch.cos(fine), torch.sin(coarse), torch.cos(coarse)))
+    return (
+        torch.sin(fine).to(dtype),
+        torch.cos(fine).to(dtype),
+        torch.sin(coarse).to(dtype),
+        torch.cos(coarse).to(dtype),
+    )
 
 
 def _subtables(n_blocks: int, d_model: int, base: float, device: torch.device) -> tuple[torch.Tensor, ...]:

@@ -51,6 +51,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import cast
 
 import pandas as pd
 import torch
@@ -214,6 +215,8 @@ class EncoderBlock(nn.Module):
     ``causal=True`` makes it a decoder block (each token attends to itself and earlier tokens only).
     """
 
+    attn: MultiHeadSelfAttention
+
     def __init__(
         self,
         d_model: int,
@@ -337,7 +340,7 @@ class ToyTransformer(nn.Module):
         x = self._embed(tokens)
         positions = torch.arange(tokens.shape[1], device=x.device)
         weights = []
-        for block in self.blocks:
+        for block in cast(list[EncoderBlock], self.blocks):
             weights.append(block.attn.weights(block.norm1(x), positions))
             x = block(x, positions)
         return torch.stack(weights)
@@ -614,7 +617,7 @@ def evaluate(
     extend_learned = check_bool("extend_learned", extend_learned)
     if extend_learned and isinstance(model.position, LearnedPositionalEmbedding) and seq_len > model.position.max_len:
         model = model.with_longer_table(seq_len, seed=seed)
-    heads = model.blocks[0].attn.n_heads
+    heads = cast(EncoderBlock, model.blocks[0]).attn.n_heads
     check_fits("n", [n, heads, seq_len, seq_len], torch.float32, what="one layer's attention scores")
     tokens, labels = task.sample(n, seq_len, torch.Generator().manual_seed(check_int("seed", seed)))
     device = _device_of(model)

@@ -32,6 +32,7 @@ table that starts at another position. Only :func:`row_norms_constant` is layout
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -274,11 +275,13 @@ EXPLANATIONS: dict[str, str] = {
         "pairs i = 0 … d_model/2-1 with 2*i/d_model."
     ),
     "column_exponent": (
-        "Each column j uses its own exponent 2j/d_model, so the cos column of a pair turns at another "
-        "frequency than its sin column: (sin, cos) is no longer a point on the unit circle and row norms "
-        "wander. The usual line is `angle = pos / 10000 ** (2 * j / d_model)` over all columns j (or a loop "
-        "over columns i with `2 * i` for sin and `2 * (i + 1)` for cos). The exponent must use the pair "
-        "index: `2 * (j // 2) / d_model`."
+        "Each column j uses its own exponent 2j/d_model, so every column turns at the wrong frequency: the "
+        "sin column of pair i at base^(-4i/d_model) (the doubled exponent) and its cos column at "
+        "base^(-(4i+2)/d_model), slower still. The two columns of a pair no longer share an angle: "
+        "(sin, cos) is not a point on the unit circle and row norms wander. The usual line is "
+        "`angle = pos / 10000 ** (2 * j / d_model)` over all columns j (or a loop over columns i with "
+        "`2 * i` for sin and `2 * (i + 1)` for cos). The exponent must use the pair index: "
+        "`2 * (j // 2) / d_model`."
     ),
     "shifted_cos_exponent": (
         "The cos columns use exponent (2i+1)/d_model instead of 2i/d_model, so the cos column of a pair "
@@ -589,10 +592,12 @@ def _match_convention(table: torch.Tensor, base: float) -> Diagnosis | None:
             start = position - first
             if start == 0 and not zeroed and not cos_first:
                 continue  # the plain table: already compared
-            args = dict(start=start, keep=keep, cos_first=cos_first)
-            if _distance_to_variant(table, name, base, _SCREEN_ROWS, **args)[0] > 1.0:
+            shifted = functools.partial(
+                _distance_to_variant, table, name, base, start=start, keep=keep, cos_first=cos_first
+            )
+            if shifted(_SCREEN_ROWS)[0] > 1.0:
                 continue
-            ratio, err = _distance_to_variant(table, name, base, **args)
+            ratio, err = shifted()
             if ratio <= 1.0 and (best is None or ratio < best[0]):
                 best = (ratio, err, name, start, cos_first)
     if best is None:

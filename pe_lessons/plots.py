@@ -7,9 +7,9 @@ Altair chart. Axis names follow the series' vocabulary: ``pos``, ``dimension``,
 
 Large tables are *reduced* before charting, never refused, and never by naive
 subsampling, which aliases: see :mod:`pe_lessons.sampling` (:func:`reduce_table`,
-:func:`apparent_period`). Importing this module enables the ``"pe_lessons"`` Altair
-renderer of :mod:`pe_lessons.rendering`: each chart is stored as its Vega-Lite spec
-and a small static PNG.
+:func:`apparent_period`). A notebook calls :func:`enable_renderer` once (the ``"pe_lessons"``
+Altair renderer of :mod:`pe_lessons.rendering`), so that each chart is stored as its Vega-Lite
+spec and a small static PNG; importing this module changes nothing.
 """
 
 from __future__ import annotations
@@ -61,8 +61,6 @@ __all__ = [
 MAX_ROWS = 5000
 #: Column bands a reduced heatmap keeps by default: every column of widths up to 128.
 DEFAULT_MAX_COLS = 128
-
-enable_renderer()
 
 
 def _title(title: str, subtitle: str | None) -> alt.TitleParams | str:

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from pe_lessons import baselines
 from pe_lessons.baselines import (
     float64_angles_table,
     hf_cos_sin,
@@ -79,3 +80,19 @@ def test_cuda_without_a_gpu_is_a_clear_error():
 def test_oversized_requests_are_refused_before_allocating(call, words):
     with pytest.raises(ValueError, match=words):
         call()
+
+
+def test_hf_step_is_transformers_llama_rotary_path():
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.llama import modeling_llama
+
+    config = transformers.LlamaConfig(hidden_size=64, num_attention_heads=4, max_position_embeddings=4096)
+    rotary = modeling_llama.LlamaRotaryEmbedding(config)
+    x = torch.randn(2, 4, 3, 16, generator=torch.Generator().manual_seed(3))
+    position_ids = torch.tensor([[5, 6, 7], [1000, 1001, 1002]])
+    for dtype in (torch.float32, torch.bfloat16):
+        xd = x.to(dtype)
+        cos, sin = rotary(xd, position_ids)
+        expected, _ = modeling_llama.apply_rotary_pos_emb(xd, xd, cos, sin)
+        got = baselines.hf_rope_step(xd, position_ids, baselines.hf_inv_freq(16, config.rope_parameters["rope_theta"]))
+        assert torch.equal(got, expected)

@@ -32,10 +32,10 @@ def test_bench_sinusoidal_rows_columns_and_ratios():
 
 
 def test_bench_rope_rows_and_compile_off_skips_with_a_reason():
-    rows = bench.bench_rope([(1, 1, 4, 8)], compile=False, **FAST)
+    rows = bench.bench_rope([(1, 1, 4, 8)], compile=False, dtypes=["float32"], decode=False, **FAST)
     variants = [r["variant"] for r in rows]
     assert len(rows) == 7 and variants[0].startswith("HF eager") and variants[-1] == "clone"
-    assert all(tuple(r) == bench.COLUMNS for r in rows)
+    assert all(tuple(r) == bench.COLUMNS and r["dtype"] == "float32" for r in rows)
     for row in rows:
         if measured(row):
             assert row["ratio"] > 0 and row["speedup_vs_hf"] > 0 and row["note"] == ""
@@ -44,6 +44,47 @@ def test_bench_rope_rows_and_compile_off_skips_with_a_reason():
     compiled = [r for r in rows if r["variant"].startswith("compiled")]
     assert len(compiled) == 3 and not any(measured(r) for r in compiled)
     assert rows[0]["max_abs_error"] < 1e-5 and rows[-1]["ratio"] == 1.0
+
+
+def test_bench_rope_has_a_block_per_dtype_and_a_decode_step():
+    rows = bench.bench_rope([(1, 1, 4, 8), (1, 2, 8, 8)], compile=False, **FAST)
+    assert [r["dtype"] for r in rows[::7][:6]] == ["float32", "bfloat16", "float16"] * 2
+    decode = [r for r in rows if r["variant"].startswith("decode")]
+    assert len(rows) == 2 * 3 * 7 + 3 * 4 and len(decode) == 3 * 4
+    assert {r["size"] for r in decode} == {f"1x2x1x8 at {bench.DECODE_POSITION}"}  # the largest shape, one position
+    for row in decode:
+        assert measured(row) and row["speedup_vs_hf"] > 0 and row["baseline"] == "decode clone"
+        if row["variant"] != "decode clone":
+            limit = 1e-6 if row["dtype"] == "float32" else 2e-2
+            assert row["max_abs_error"] < limit, row
+    text = bench.format_table(rows)
+    assert "bfloat16; ratio = time / clone or decode clone" in text
+    assert any("apply_rope half" in line and "µs per call" in line for line in bench.decode_summary(rows))
+    with pytest.raises(ValueError, match="dtype"):
+        bench.bench_rope([(1, 1, 4, 8)], compile=False, dtypes=["float64"], **FAST)
+
+
+def test_traffic_and_kernels_of_each_eager_variant_are_counted():
+    """Deterministic counts (trace_ops): kernels per call and bytes moved over clone's, cos/sin tables included."""
+    rows = bench.bench_rope([(2, 4, 64, 16)], compile=False, decode=False, **FAST)
+    got = {(r["dtype"], r["variant"]): (r["kernels"], r["traffic"]) for r in rows if not math.isnan(r["kernels"])}
+    n = 2 * 4 * 64 * 16
+    tables = 64 * 8 * 4 * 2  # cos and sin, [seq, head_dim/2] float32 each (or cos + i·sin, complex64)
+    hf = "HF eager x*cos + rotate_half(x)*sin"
+    for dtype, size in (("float32", 4), ("bfloat16", 2), ("float16", 2)):
+        compulsory = 2 * n * size
+        assert got[(dtype, "clone")] == (1, 1.0)
+        hf_tables = 2 * 64 * 16 * size  # HF's cos and sin, [seq, head_dim] in x's dtype
+        assert got[(dtype, hf)] == (5, pytest.approx((10 * n * size + hf_tables) / compulsory))
+        inter = got[(dtype, "apply_rope interleaved")]
+        half = got[(dtype, "apply_rope half")]
+        if dtype == "float32":  # one complex multiply; two writes of the sin terms and one multiply-add
+            assert inter == (1, pytest.approx((8 * n + tables) / compulsory))
+            assert half == (3, pytest.approx((20 * n + 2 * tables) / compulsory))  # [cos | cos], -sin, sin
+        else:  # a converting copy up, the float32 kernel(s), a converting copy down
+            assert inter == (3, pytest.approx((20 * n + tables) / compulsory))
+            assert inter[1] <= got[(dtype, hf)][1]  # no more traffic than Hugging Face's eager formula
+            assert half == (5, pytest.approx((32 * n + 2 * tables) / compulsory))
 
 
 def test_compile_failure_is_a_skipped_row_not_an_error(monkeypatch):
@@ -139,37 +180,44 @@ def test_default_sizes_follow_the_device(monkeypatch):
     monkeypatch.setattr(bench, "default_sizes", lambda device, quick=False: seen.setdefault(str(device), tiny))
     rows = bench.bench_sinusoidal(**FAST) + bench.bench_rope(compile=False, **FAST)
     assert seen == {"cpu": tiny}
-    assert {r["size"] for r in rows} == {"16x4", "1x1x4x8"}
+    assert {r["size"] for r in rows} == {"16x4", "1x1x4x8", f"1x1x1x8 at {bench.DECODE_POSITION}"}
 
 
-def _target_rows(sin_ratio, sin_error, inter_ratio, half_ratio, compiled_half_ratio, inter_speedup, half_speedup):
-    def row(suite, size, variant, **values):
-        return bench._row(suite, torch.device("cpu"), 1, size, variant, **values)
-
-    return [
-        row("sinusoidal", "65536x64", "pe_lessons sinusoidal_table", ratio=sin_ratio, max_abs_error=sin_error),
-        row("rope", "4x8x1024x64", "apply_rope interleaved", ratio=inter_ratio, speedup_vs_hf=inter_speedup),
-        row("rope", "4x8x1024x64", "apply_rope half", ratio=half_ratio, speedup_vs_hf=half_speedup),
-        row("rope", "4x8x1024x64", "compiled apply_rope half", ratio=compiled_half_ratio),
-    ]
+def _target_rows(good: bool) -> list[dict]:
+    """Rows that meet (or miss) every target: each measure on the right (or wrong) side of its limit."""
+    rows = {}
+    for suite, dtype, variant, key, op, limit, _ in bench.TARGETS:
+        size = "65536x64" if suite == "sinusoidal" else "4x8x1024x64"
+        row = rows.setdefault(
+            (dtype, variant), bench._row(suite, torch.device("cpu"), 1, size, variant, dtype=dtype, traffic=1.0)
+        )
+        if key == "traffic_vs_hf":
+            row["traffic"] = 4.0 if good else 6.0
+            continue
+        row[key] = limit * (0.9 if good == (op == "<=") else 1.1)
+    for dtype in ("bfloat16", "float16"):
+        hf = "HF eager x*cos + rotate_half(x)*sin"
+        rows[(dtype, hf)] = bench._row("rope", torch.device("cpu"), 1, "4x8x1024x64", hf, dtype=dtype, traffic=5.0)
+    return list(rows.values())
 
 
 def test_check_targets_judges_each_limit_in_the_right_direction():
-    met = bench.check_targets(_target_rows(1.9, 4e-7, 1.9, 2.9, 2.9, 1.6, 1.6))
+    met = bench.check_targets(_target_rows(True))
     assert [t["met"] for t in met] == [True] * len(bench.TARGETS)
-    missed = bench.check_targets(_target_rows(2.1, 6e-7, 2.1, 3.1, 3.2, 1.4, 1.4))
+    missed = bench.check_targets(_target_rows(False))
     assert [t["met"] for t in missed] == [False] * len(bench.TARGETS)
-    assert [t["measured"] for t in missed] == [2.1, 6e-7, 2.1, 3.1, 3.2, 1.4, 1.4]
-    # eager and compiled half layout are judged separately
-    mixed = {t["target"]: t["met"] for t in bench.check_targets(_target_rows(1.9, 4e-7, 1.9, 3.2, 1.9, 1.6, 1.6))}
-    assert (
-        mixed["apply_rope half ≤ 3× clone (eager)"] is False
-        and mixed["apply_rope half ≤ 3× clone (torch.compile)"] is True
-    )
+    traffic = [t for t in missed if "traffic" in t["target"]]
+    assert traffic and all(t["measured"] == pytest.approx(6.0 / 5.0) for t in traffic)
+    # every dtype of the compiled path is judged, and float32 eager has its own limits
+    texts = {(t["dtype"], t["target"]) for t in met}
+    for dtype in ("float32", "bfloat16", "float16"):
+        assert (dtype, "compiled half: one fused kernel") in texts
+    assert ("float32", "eager interleaved ≤ 1.5× clone") in texts and ("float32", "eager half ≤ 2.5× clone") in texts
 
 
 def test_gbps_is_the_compulsory_bytes_over_the_median_time():
-    rows = bench.bench_sinusoidal([(32, 8)], **FAST) + bench.bench_rope([(1, 2, 8, 8)], compile=False, **FAST)
+    rope = bench.bench_rope([(1, 2, 8, 8)], compile=False, dtypes=["float32"], decode=False, **FAST)
+    rows = bench.bench_sinusoidal([(32, 8)], **FAST) + rope
     for row in filter(measured, rows):
         if row["suite"] == "rope":
             nbytes = 2 * 4 * (1 * 2 * 8 * 8)  # read x, write the result

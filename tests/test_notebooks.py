@@ -56,8 +56,8 @@ def test_charts_are_stored_by_the_course_renderer(path):
         for out in cell.get("outputs", []):
             html = "".join(out.get("data", {}).get("text/html", ""))
             assert "altair-viz-" not in html, (
-                f"{path.name} cell {index} stores a chart as HTML with a random id: import pe_lessons.plots "
-                "(or call pe_lessons.rendering.enable_renderer()) before drawing it"
+                f"{path.name} cell {index} stores a chart as HTML with a random id: call "
+                "pe_lessons.plots.enable_renderer() before drawing it"
             )
 
 

@@ -62,6 +62,8 @@ __all__ = [
     "decay_chart",
     "training_curves",
     "roofline",
+    "attention_heatmaps",
+    "accuracy_by_length",
 ]
 
 #: Largest number of data rows a chart may embed.
@@ -560,10 +562,6 @@ def roofline(
     )
     labels = alt.Chart(data).mark_text(align="left", dx=7, dy=-7).encode(x=x, y=y, text="op:N")
     return alt.layer(line, dots, labels, title=title).properties(width=width, height=height)
-
-
-# appended here, not in the list above, so that parallel additions to this file merge cleanly
-__all__ += ["attention_heatmaps", "accuracy_by_length"]
 
 
 def attention_heatmaps(

@@ -24,8 +24,9 @@ def code_cells(path):
     return [c for c in nb["cells"] if c["cell_type"] == "code" and "".join(c["source"]).strip()]
 
 
-def test_there_are_notebooks():
-    assert len(COURSE) >= 2
+def test_notebooks_are_numbered_in_order_without_gaps():
+    numbers = [int(path.name[:2]) for path in COURSE]
+    assert numbers == list(range(1, len(COURSE) + 1)), f"course notebooks must be numbered 01, 02, …: {numbers}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)

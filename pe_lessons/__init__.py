@@ -8,11 +8,14 @@ One module per idea; the notebooks import from here and the tests check it.
 - ``learned``: a trainable position table; ``toy``: a tiny Transformer with pluggable positions
 - ``rotary``: rotary position embeddings (RoPE), both layouts, context-extension rules (fast path in ``_rope_fast``)
 - ``relative``: relative position biases added to attention scores (ALiBi, T5 buckets)
+- ``models``: positions in today's models from their configs (Qwen2-VL, Pixtral, DeepSeek MLA, Llama 4, Gemma 3, p-RoPE)
 - ``plots`` / ``widgets``: Altair charts and ipywidgets explorers (imported on demand)
 - ``baselines``: the naive and library versions the course measures and checks against
 - ``bench`` (with ``timing`` and ``optrace``): honest benchmarks, ``python -m pe_lessons.bench``
 - ``exercises``: one checker per exercise
 """
+
+from importlib import metadata as _metadata
 
 from ._checks import memory_limit, set_memory_limit
 from .learned import LearnedPositionalEmbedding
@@ -43,7 +46,10 @@ from .sinusoidal import (
 )
 from .variants import VARIANTS, Diagnosis, diagnose
 
-__version__ = "0.1.0"
+try:  # the version is written once, in pyproject.toml
+    __version__ = _metadata.version("pe-lessons")
+except _metadata.PackageNotFoundError:  # imported from a checkout that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "memory_limit",

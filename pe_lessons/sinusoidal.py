@@ -39,6 +39,7 @@ default) is refused with a ``ValueError`` before anything is allocated.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 
 import torch
 from torch import nn
@@ -51,6 +52,7 @@ from ._checks import (
     check_fits,
     check_float_dtype,
     check_int,
+    check_real,
 )
 
 __all__ = [
@@ -59,6 +61,12 @@ __all__ = [
     "wavelengths",
     "sinusoidal_table",
     "SinusoidalPositionalEncoding",
+    "interleave",
+    "float64_device",
+    "powers_of_base",
+    "exact_rows",
+    "angle_addition_subtables",
+    "angle_addition",
 ]
 
 
@@ -94,8 +102,12 @@ def inverse_frequencies(d_model: int, base: float = 10000.0, *, dtype: torch.dty
     base = check_base(base)
     dtype = check_float_dtype(dtype)
     check_fits("d_model", (d_model // 2,), torch.float64, what="the frequencies")
-    exponents = torch.arange(0, d_model, 2, dtype=torch.float64) / d_model
-    return torch.exp(-exponents * math.log(base)).to(dtype)
+    return powers_of_base(torch.arange(0, d_model, 2, dtype=torch.float64) / d_model, base).to(dtype)
+
+
+def powers_of_base(exponents: torch.Tensor, base: float) -> torch.Tensor:
+    """``base**(-exponents)`` in float64, computed as ``exp(-e·ln base)`` (as every frequency here)."""
+    return torch.exp(-exponents.to(torch.float64) * math.log(base))
 
 
 def wavelengths(d_model: int, base: float = 10000.0) -> torch.Tensor:
@@ -103,38 +115,58 @@ def wavelengths(d_model: int, base: float = 10000.0) -> torch.Tensor:
     return 2 * math.pi / inverse_frequencies(d_model, base)
 
 
-def _interleave(sin: torch.Tensor, cos: torch.Tensor) -> torch.Tensor:
-    """``[..., h]`` sin and cos → ``[..., 2h]`` with sin at even and cos at odd columns."""
-    return torch.stack((sin, cos), dim=-1).flatten(-2)
+def interleave(even: torch.Tensor, odd: torch.Tensor) -> torch.Tensor:
+    """``[..., h]`` and ``[..., h]`` → ``[..., 2h]`` with ``even`` at the even and ``odd`` at the odd columns.
+
+    The sinusoidal table's layout (``interleave(sin, cos)``), and RoPE's interleaved pairs.
+    """
+    return torch.stack((even, odd), dim=-1).flatten(-2)
 
 
-def _exact_table(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
-    """float64 table for float64 ``positions`` (any shape ``[n]``)."""
-    angles = positions[:, None] * inv_freq[None, :]
-    return _interleave(torch.sin(angles), torch.cos(angles))
+def float64_device(device: torch.device) -> torch.device:
+    """Where float64 values can be computed for ``device``: itself, or the CPU (MPS and friends have no float64)."""
+    return device if device.type in ("cpu", "cuda", "meta") else torch.device("cpu")
+
+
+def exact_rows(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
+    """The rows ``PE(pos)`` for float64 ``positions`` ``[n]`` and frequencies ``inv_freq``, in float64 (no rounding
+    but the last one of each sin and cos), on the positions' device."""
+    angles = positions[:, None] * inv_freq.to(positions.device)[None, :]
+    return interleave(torch.sin(angles), torch.cos(angles))
 
 
 #: Fine-table length B of the angle-addition scheme. Fixed (not tied to max_len) so that a
 #: position's row is the same in every table, whatever its length.
 BLOCK = 256
 
-#: Sub-tables kept per (d_model, base, device): ``(sin_f, cos_f, sin_c, cos_c)`` in float32.
-_SUBTABLES: dict[tuple[int, float, str], tuple[torch.Tensor, ...]] = {}
-#: At most this many cache entries (oldest dropped first) ...
+#: ``(sin_f, cos_f, sin_c, cos_c)``: sin and cos of the fine angles ``r·ω`` and of the coarse ones ``qB·ω``
+Subtables = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+
+#: Sub-tables kept per (d_model, base, device): ``(sin_f, cos_f, sin_c, cos_c)`` in float32. Like every
+#: cache of the package, bounded and least recently used first out.
+_SUBTABLES: OrderedDict[tuple[int, float, str], Subtables] = OrderedDict()
+#: At most this many cache entries ...
 _SUBTABLES_MAX_ENTRIES = 8
 #: ... and coarse tables of at most this many bytes are kept (larger ones are rebuilt per call).
 _SUBTABLES_MAX_BYTES = 16 * 2**20
 
 
-def _subtables_cpu(n_blocks: int, inv_freq: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """float32 ``sin, cos`` of ``r·ω`` (``r < B``) and of ``qB·ω`` (``q < n_blocks``), from float64 on the CPU."""
-    fine = torch.arange(BLOCK, dtype=torch.float64)[:, None] * inv_freq  # r·ω, r < B
-    coarse = torch.arange(n_blocks, dtype=torch.float64)[:, None] * (BLOCK * inv_freq)  # qB·ω
-    f32 = torch.float32
-    return torch.sin(fine).to(f32), torch.cos(fine).to(f32), torch.sin(coarse).to(f32), torch.cos(coarse).to(f32)
+def angle_addition_subtables(
+    n_blocks: int, inv_freq: torch.Tensor, *, block: int = BLOCK, dtype: torch.dtype = torch.float32
+) -> Subtables:
+    """``sin, cos`` of ``r·ω`` (``r < block``) and of ``qB·ω`` (``q < n_blocks``), from float64 on the CPU,
+    rounded once to ``dtype``: the only sines and cosines :func:`angle_addition` needs."""
+    fine = torch.arange(block, dtype=torch.float64)[:, None] * inv_freq  # r·ω, r < B
+    coarse = torch.arange(n_blocks, dtype=torch.float64)[:, None] * (block * inv_freq)  # qB·ω
+    return (
+        torch.sin(fine).to(dtype),
+        torch.cos(fine).to(dtype),
+        torch.sin(coarse).to(dtype),
+        torch.cos(coarse).to(dtype),
+    )
 
 
-def _subtables(n_blocks: int, d_model: int, base: float, device: torch.device) -> tuple[torch.Tensor, ...]:
+def _subtables(n_blocks: int, d_model: int, base: float, device: torch.device) -> Subtables:
     """The four sub-tables on ``device``, cached so that a GPU call does no host work and no copy.
 
     They are always computed on the CPU (one float64 code path: the same bits on every device)
@@ -143,47 +175,49 @@ def _subtables(n_blocks: int, d_model: int, base: float, device: torch.device) -
     key = (d_model, base, str(device))
     cached = _SUBTABLES.get(key)
     if cached is not None and cached[2].shape[0] >= n_blocks:
+        _SUBTABLES.move_to_end(key)
         sin_f, cos_f, sin_c, cos_c = cached
         return sin_f, cos_f, sin_c[:n_blocks], cos_c[:n_blocks]
-    tables = tuple(t.to(device) for t in _subtables_cpu(n_blocks, inverse_frequencies(d_model, base)))
+    sin_f, cos_f, sin_c, cos_c = angle_addition_subtables(n_blocks, inverse_frequencies(d_model, base))
+    tables = (sin_f.to(device), cos_f.to(device), sin_c.to(device), cos_c.to(device))
     if 2 * n_blocks * (d_model // 2) * 4 <= _SUBTABLES_MAX_BYTES:
         _SUBTABLES.pop(key, None)
         while len(_SUBTABLES) >= _SUBTABLES_MAX_ENTRIES:
-            del _SUBTABLES[next(iter(_SUBTABLES))]
+            _SUBTABLES.popitem(last=False)
         _SUBTABLES[key] = tables
     return tables
 
 
 def _angle_addition_table(max_len: int, d_model: int, base: float, device: torch.device) -> torch.Tensor:
     """float32 table built from two small exact tables by angle addition (see module docstring)."""
-    half = d_model // 2
-    block = BLOCK
-    n_blocks = -(-max_len // block)
-    if torch.compiler.is_compiling():
-        # traced by torch.compile: no cache, and no out= writes into views (they break AOTAutograd)
-        tables = _subtables_cpu(n_blocks, inverse_frequencies(d_model, base))
-        sin_f, cos_f, sin_c, cos_c = (t.to(device) for t in tables)
-        sin_c, cos_c = sin_c[:, None, :], cos_c[:, None, :]
-        out = torch.stack((sin_c * cos_f + cos_c * sin_f, cos_c * cos_f - sin_c * sin_f), dim=-1)
-        return out.reshape(n_blocks * block, 2 * half)[:max_len]
-    if device.type == "cpu":  # cheap here (~0.1 ms), and every sin/cos evaluation stays visible to a tracer
-        sin_f, cos_f, sin_c, cos_c = _subtables_cpu(n_blocks, inverse_frequencies(d_model, base))
+    n_blocks = -(-max_len // BLOCK)
+    if torch.compiler.is_compiling() or device.type == "cpu":
+        # on the CPU this is cheap (~0.1 ms) and every sin/cos stays visible to a tracer; traced, no cache
+        sin_f, cos_f, sin_c, cos_c = angle_addition_subtables(n_blocks, inverse_frequencies(d_model, base))
+        subtables = (sin_f.to(device), cos_f.to(device), sin_c.to(device), cos_c.to(device))
     else:  # a GPU: the sub-tables come from the cache, so the device does all the work of a call
-        sin_f, cos_f, sin_c, cos_c = _subtables(n_blocks, d_model, base, device)
-    return _combine(sin_f, cos_f, sin_c, cos_c, max_len)
+        subtables = _subtables(n_blocks, d_model, base, device)
+    return angle_addition(*subtables, max_len)
 
 
-def _combine(
+def angle_addition(
     sin_f: torch.Tensor, cos_f: torch.Tensor, sin_c: torch.Tensor, cos_c: torch.Tensor, max_len: int
 ) -> torch.Tensor:
-    """Rows ``qB + r`` from the sub-tables, by angle addition, on the sub-tables' device (eager)."""
+    """Rows ``PE(qB + r)``, ``[max_len, 2·half]``, from the sub-tables of :func:`angle_addition_subtables`.
+
+    Every entry is two products and a sum in the sub-tables' dtype, on their device. Eager, they are
+    written into one preallocated table and one half-size scratch tensor; traced by ``torch.compile``
+    the same expression is one out-of-place formula (writes into views break AOTAutograd).
+    """
     n_blocks, half = sin_c.shape
     block = sin_f.shape[0]
-    to = dict(dtype=torch.float32, device=sin_f.device)
-    out = torch.empty(n_blocks, block, half, 2, **to)
-    tmp = torch.empty(n_blocks, block, half, **to)
     sin_c, cos_c = sin_c[:, None, :], cos_c[:, None, :]
     # sin(a + b) = sin a cos b + cos a sin b ;  cos(a + b) = cos a cos b - sin a sin b
+    if torch.compiler.is_compiling():
+        out = torch.stack((sin_c * cos_f + cos_c * sin_f, cos_c * cos_f - sin_c * sin_f), dim=-1)
+        return out.reshape(n_blocks * block, 2 * half)[:max_len]
+    out = torch.empty(n_blocks, block, half, 2, dtype=sin_f.dtype, device=sin_f.device)
+    tmp = torch.empty(n_blocks, block, half, dtype=sin_f.dtype, device=sin_f.device)
     # Separate multiplies and adds (not addcmul): each is one IEEE rounding whatever the CPU's
     # vector unit, while a fused multiply-add is used by some kernels and not others — the
     # table is then bit-identical on every machine, and stored notebook outputs replay.
@@ -221,12 +255,11 @@ def sinusoidal_table(
         return torch.empty(0, d_model, dtype=dtype, device=device)
     if dtype == torch.float32:
         return _angle_addition_table(max_len, d_model, base, device)
-    # float64 / float16 / bfloat16: exact float64 values, rounded once. MPS has no float64,
-    # so those devices compute on the CPU and receive the rounded table.
-    work = device if device.type in ("cpu", "cuda", "meta") else torch.device("cpu")
+    # float64 / float16 / bfloat16: exact float64 values, rounded once
+    work = float64_device(device)
     inv_freq = inverse_frequencies(d_model, base)  # float64, on the CPU
     positions = torch.arange(max_len, dtype=torch.float64, device=work)
-    return _exact_table(positions, inv_freq.to(work)).to(dtype=dtype, device=device)
+    return exact_rows(positions, inv_freq).to(dtype=dtype, device=device)
 
 
 class SinusoidalPositionalEncoding(nn.Module):
@@ -254,9 +287,8 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.d_model = check_d_model(d_model)
         self.base = check_base(base)
         max_len = check_int("max_len", max_len, minimum=1)
-        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}")
-        self.dropout = nn.Dropout(float(dropout))
+        dropout = check_real("dropout", dropout, minimum=0.0, below=1.0, what="a probability in [0, 1)")
+        self.dropout = nn.Dropout(dropout)
         self.register_buffer("table", sinusoidal_table(max_len, d_model, base=self.base), persistent=False)
 
     @property

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import math
 import statistics
 import time
 from collections.abc import Callable
@@ -14,12 +13,13 @@ from collections.abc import Callable
 import torch
 from torch.utils.benchmark import Timer
 
-from ._checks import check_device, check_int
+from ._checks import check_choice, check_device, check_int, check_real
 
-__all__ = ["measure", "try_compile"]
+__all__ = ["measure", "try_compile", "check_timing_device", "thread_count"]
 
 
-def _device(device: torch.device | str) -> torch.device:
+def check_timing_device(device: torch.device | str) -> torch.device:
+    """A device with data to time: ``check_device``'s, but neither ``None`` (say which) nor ``meta``."""
     if device is None:
         raise TypeError("device must be a torch.device or a string such as 'cpu' or 'cuda', got None")
     device = check_device(device)
@@ -28,7 +28,8 @@ def _device(device: torch.device | str) -> torch.device:
     return device
 
 
-def _threads(threads: int | None) -> int:
+def thread_count(threads: int | None) -> int:
+    """``threads`` checked (an integer >= 1), or torch's current thread count for ``None``."""
     return torch.get_num_threads() if threads is None else check_int("threads", threads, minimum=1)
 
 
@@ -68,16 +69,12 @@ def measure(
     (``stat="min"``: the least disturbed round — other work on a shared machine only ever
     adds time, so the best round is the steadier basis for comparing two operations).
     """
-    device = _device(device)
-    threads = _threads(threads)
+    device = check_timing_device(device)
+    threads = thread_count(threads)
     rounds = check_int("rounds", rounds, minimum=1)
     warmup = check_int("warmup", warmup, minimum=0)
-    if stat not in ("median", "min"):
-        raise ValueError(f'stat must be "median" or "min", got {stat!r}')
-    if isinstance(min_run_time, bool) or not isinstance(min_run_time, (int, float)):
-        raise TypeError(f"min_run_time must be a number of seconds, got {min_run_time!r}")
-    if not (math.isfinite(min_run_time) and min_run_time > 0):
-        raise ValueError(f"min_run_time must be a finite, positive number of seconds, got {min_run_time!r}")
+    stat = check_choice("stat", stat, ("median", "min"))
+    min_run_time = check_real("min_run_time", min_run_time, above=0.0, hint="seconds")
     if not isinstance(fns, dict) or not all(callable(fn) for fn in fns.values()):
         raise TypeError("fns must be a dict {name: zero-argument function}")
     previous = torch.get_num_threads()

@@ -65,7 +65,7 @@ def explorer_chart(
 
     ``columns`` defaults to every column. Only the window is computed, in
     float64 (``sin``/``cos`` of ``pos·ω_i``), and a large window is reduced
-    honestly by :func:`pe_lessons.plots.heatmap` (band means, never subsampling).
+    honestly by :func:`pe_lessons.plots.heatmap` (each band's min and max, never subsampling).
     """
     d_model = check_d_model(d_model)
     base = check_base(base)
@@ -298,11 +298,7 @@ class Explorer(widgets.VBox):
                 self.output.clear_output(wait=True)
                 display(self.chart)
             return
-        if alt.renderers.active == "pe_lessons":
-            data = render_chart(self.chart.to_dict(), static_image=False)
-        else:
-            bundle = self.chart._repr_mimebundle_()
-            data = bundle[0] if isinstance(bundle, tuple) else bundle
+        data = render_chart(self.chart.to_dict(), static_image=False)  # the course's bundle, whatever renderer is on
         self.output.outputs = ({"output_type": "display_data", "data": data, "metadata": {}},)
 
 

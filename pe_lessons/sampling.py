@@ -7,7 +7,9 @@ nearest integer ``m``: a picture of it shows a pattern that is not in the table
 (aliasing; :func:`apparent_period` measures the period a curve seems to have).
 :func:`reduce_table` therefore summarises each band of ``k`` consecutive positions
 by its exact ``min``/``max`` (a fast column then fills ``[-1, 1]`` in every band) or
-by its ``mean`` (a box filter: a fast column fades towards 0). ``how="stride"`` —
+by its ``mean`` (a box filter: a column much faster than a band fades towards 0,
+but any column with a period under two bands leaks through as a weaker, false
+wave — min/max is the honest default). ``how="stride"`` —
 keep one row per band — exists only to demonstrate the illusion.
 """
 
@@ -117,7 +119,8 @@ def reduce_table(
     - ``how="minmax"``: ``min`` and ``max``, the exact extremes of the block
       (before rounding to ``decimals``): nothing the table does is hidden;
     - ``how="mean"``: ``value``, the block average (a box blur: columns much faster
-      than a band fade towards 0; one just past two bands may keep a faint ripple);
+      than a band fade towards 0, but a column with a period under two bands is only
+      weakened, and what is left of it is aliased: a fainter false wave);
     - ``how="stride"``: ``value``, the block's first entry — naive subsampling,
       which aliases any column whose period is shorter than two bands (kept only
       to demonstrate that illusion).

@@ -230,3 +230,20 @@ def test_heatmap_refuses_non_finite_values_and_names_one(bad):
         plots.heatmap(big)
     with pytest.raises(ValueError, match="meta"):
         plots.heatmap(torch.zeros(4, 4, device="meta"))
+
+
+def test_heatmap_defaults_to_min_max_bands_because_band_means_leak():
+    from pe_lessons.sampling import apparent_period, reduce_table
+
+    table = sinusoidal_table(10000, 16, dtype=torch.float64)
+    chart = plots.heatmap(table)
+    assert "min | max" in chart.to_dict()["title"]["subtitle"] and {"min", "max"} <= set(chart.data.columns)
+    means = reduce_table(table, max_rows=312, how="mean")
+    k = 10000 / 312  # about 32 positions per band
+    col = {j: torch.tensor(means.loc[means.dimension == j, "value"].to_numpy()) for j in (2, 4)}
+    # period 62.8 (under two bands): its band means keep 0.6 of its amplitude, flickering from band to band
+    assert col[4].abs().max() > 0.6
+    # period 19.9 (under one band): not averaged away but aliased, a false wave of period ~83
+    assert 0.15 < col[2].abs().max() < 0.25 and abs(apparent_period(col[2], spacing=k) - 83) < 2
+    spans = reduce_table(table, max_rows=312, how="minmax").eval("span = max - min")
+    assert (spans[spans.dimension < 4].span > 1.9).all()  # min/max: a column faster than a band fills it

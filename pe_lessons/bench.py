@@ -23,6 +23,14 @@ writes a tensor of the same size (``8N``; its small cos/sin tables are not
 counted). A kernel that moves more than the minimum (intermediates, several
 passes) shows a lower GB/s than ``clone``, the memory-bandwidth ceiling.
 
+The rotary suite runs in float32, bfloat16 and float16 (a ``clone`` of the same tensor in each),
+counts the **kernels** each variant launches and its **traffic** — bytes moved over the
+compulsory bytes, as :func:`pe_lessons.optrace.trace_ops` counts them for eager code (the cos/sin
+tables included) — and times one decoding step (a single position per call) against Hugging
+Face's. :data:`TARGETS` names each target; :func:`check_targets` judges them. ``--clock cpu``
+(with ``--threads 1``) times this process's CPU time: on a machine busy with other work, the
+time spent waiting for a core is not counted.
+
 The measuring functions return lists of plain dicts (one per row, the keys of
 :data:`COLUMNS`); only :func:`main` prints.
 """
@@ -206,6 +214,7 @@ def bench_sinusoidal(
     rounds: int = 3,
     stat: str = "median",
     loop_max_cells: int = LOOP_MAX_CELLS,
+    clock: str = "wall",
 ) -> list[dict]:
     """Time the ways of building a float32 sinusoidal table, with their accuracy.
 
@@ -245,7 +254,9 @@ def bench_sinusoidal(
         fns.update(builders)
         fns["torch.sin (baseline)"] = lambda x=x: torch.sin(x)
         fns["clone"] = lambda x=x: x.clone()
-        times = measure(fns, device=device, threads=threads, min_run_time=min_run_time, rounds=rounds, stat=stat)
+        times = measure(
+            fns, device=device, threads=threads, min_run_time=min_run_time, rounds=rounds, stat=stat, clock=clock
+        )
         exact = sinusoidal_table(max_len, d_model, dtype=torch.float64)
         if "python loop" in times:
             loop_per_cell = (times["python loop"] / cells, size)
@@ -318,6 +329,7 @@ def bench_rope(
     min_run_time: float = 0.1,
     rounds: int = 3,
     stat: str = "median",
+    clock: str = "wall",
 ) -> list[dict]:
     """Time rotary embedding of ``x`` ``[batch, heads, seq, head_dim]`` at positions ``0 … seq-1``, per dtype.
 
@@ -356,7 +368,7 @@ def bench_rope(
         check_d_model(shape[-1], "head_dim")
         check_fits("shapes", shape, torch.float64, what=f"the float64 reference of x {list(shape)}")
         checked.append(shape)
-    timing = dict(device=device, threads=threads, min_run_time=min_run_time, rounds=rounds, stat=stat)
+    timing = dict(device=device, threads=threads, min_run_time=min_run_time, rounds=rounds, stat=stat, clock=clock)
     rows: list[dict] = []
     for shape in checked:
         for dtype in dtypes:
@@ -389,6 +401,8 @@ def _rope_block(
     for name, (fn, args, _) in eager.items():
         fn(*args)  # eager warm-up: apply_rope's cached tables grow here, not inside a compiled graph
         counts[name] = _traced(fn, args, compulsory)
+    if compile and hasattr(torch, "compiler"):  # earlier blocks' graphs are done with: no recompile limit reached
+        torch.compiler.reset()
     for name, (fn, args, layout) in eager.items():
         cname = f"compiled {name}"
         if not compile:
@@ -634,6 +648,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="across rounds: median (default) or min, the least disturbed round (steadier on a busy machine)",
     )
     parser.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="wall (default) or cpu: this process's CPU time, with --threads 1 only (a busy machine's waits not counted)",
+    )
+    parser.add_argument(
         "--keep-memory",
         action="store_true",
         help="CPU: keep freed memory in the process (glibc mallopt), so eager formulas pay no page "
@@ -654,6 +674,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("--rounds must be >= 1")
         timing["rounds"] = args.rounds
     timing["stat"] = args.stat
+    if args.clock == "cpu":
+        if args.threads != 1:
+            parser.error("--clock cpu needs --threads 1")
+        if args.device != "cpu":
+            parser.error("--clock cpu needs --device cpu")
+        timing["clock"] = "cpu"
     dtypes = ROPE_DTYPES if args.dtype == "all" else (args.dtype,)
     start = time.perf_counter()
     print(f"torch {torch.__version__}; CPU: {cpu_name()}, {torch.get_num_threads()} threads available")

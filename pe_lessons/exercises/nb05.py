@@ -11,7 +11,18 @@ import torch
 
 from ..offsets import offset_blocks
 from ..sinusoidal import sinusoidal_table
-from ._feedback import Feedback, as_integer, checker, describe_error, failed, is_placeholder, not_done, passed
+from . import _feedback
+from ._feedback import (
+    Feedback,
+    as_integer,
+    checker,
+    describe_error,
+    failed,
+    is_placeholder,
+    not_done,
+    passed,
+    time_limit,
+)
 
 __all__ = ["check_pair_block", "check_shift", "check_return_offset"]
 
@@ -156,7 +167,7 @@ def check_shift(my_shift: Callable[[torch.Tensor, torch.Tensor], object] | None,
     swap = torch.arange(d_model).view(-1, 2).flip(-1).reshape(-1)
     for pos, k in cases:
         try:
-            with _no_trig():
+            with _no_trig(), time_limit(_feedback.TIME_LIMIT):  # a loop that never ends: feedback (via @checker)
                 got = my_shift(table[pos].clone(), table[k].clone())
         except _TrigCalled:
             return failed(

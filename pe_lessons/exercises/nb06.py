@@ -8,7 +8,18 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
-from ._feedback import Feedback, as_integer, attempt, checker, describe_error, failed, not_done, passed
+from . import _feedback
+from ._feedback import (
+    Feedback,
+    as_integer,
+    attempt,
+    checker,
+    describe_error,
+    failed,
+    not_done,
+    passed,
+    time_limit,
+)
 
 __all__ = [
     "check_learned_module",
@@ -114,32 +125,46 @@ def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
         return describe_error("backward through your forward", err)
     if table.grad is None or not table.grad[:seq].any():
         return failed(no_grad)
-    too_long = max_len + 3
-    try:
-        module(torch.randn(1, too_long, d_model))
-    except NotImplementedError as err:
-        return describe_error(f"forward on {too_long} positions", err)
-    except ValueError as err:
-        numbers = set(re.findall(r"\d+", str(err)))
-        if not {str(too_long), str(max_len)} <= numbers:
+    for seq in sorted({1, max_len - 1, max_len} - {x.shape[1]}):  # every length up to max_len works (off-by-one)
+        if seq < 1:
+            continue
+        xs = torch.randn(1, seq, d_model)
+        out, problem = attempt(f"forward on x of shape {list(xs.shape)}", module, xs)
+        if problem is not None:
+            return failed(problem.message + f" Every length from 1 to max_len = {max_len} must work (off by one?).")
+        ok = isinstance(out, torch.Tensor) and out.shape == xs.shape and out.is_floating_point()
+        if not ok or not torch.allclose((out - xs).detach().to(table.dtype), table[:seq].detach(), atol=1e-6):
             return failed(
-                f"Right exception, but say which numbers clash: the message should contain the length {too_long} "
-                f"and max_len {max_len}; yours is {str(err)!r}."
+                f"On a sequence of {seq} positions (max_len = {max_len}) the output is not x + weight[:{seq}]: "
+                f"every length from 1 to max_len must work. Check the comparison of seq with max_len (off by one?)."
             )
-    except (IndexError, RuntimeError) as err:
-        return failed(
-            f"seq = {too_long} > max_len = {max_len} crashed with {type(err).__name__} from torch; "
-            "check seq against max_len first and raise ValueError naming both numbers."
-        )
-    except Exception as err:
-        return failed(
-            f"seq = {too_long} > max_len = {max_len} raised {type(err).__name__}; raise ValueError naming both numbers."
-        )
-    else:
-        return failed(
-            f"A sequence of {too_long} positions ran through a table with {max_len} rows without an error: "
-            "it must raise ValueError (a silent wrong result is worse than a crash)."
-        )
+    for too_long in (max_len + 1, max_len + 3):  # the first length past the table, and one further
+        try:
+            with time_limit(_feedback.TIME_LIMIT):  # a loop that never ends: feedback (via @checker)
+                module(torch.randn(1, too_long, d_model))
+        except NotImplementedError as err:
+            return describe_error(f"forward on {too_long} positions", err)
+        except ValueError as err:
+            numbers = set(re.findall(r"\d+", str(err)))
+            if not {str(too_long), str(max_len)} <= numbers:
+                return failed(
+                    f"Right exception, but say which numbers clash: the message should contain the length {too_long} "
+                    f"and max_len {max_len}; yours is {str(err)!r}."
+                )
+        except (IndexError, RuntimeError) as err:
+            return failed(
+                f"seq = {too_long} > max_len = {max_len} crashed with {type(err).__name__} from torch; "
+                "check seq against max_len first and raise ValueError naming both numbers."
+            )
+        except Exception as err:
+            return failed(
+                f"seq = {too_long} > max_len = {max_len} raised {type(err).__name__}; raise ValueError naming both numbers."
+            )
+        else:
+            return failed(
+                f"A sequence of {too_long} positions ran through a table with {max_len} rows without an error: "
+                "it must raise ValueError (a silent wrong result is worse than a crash)."
+            )
     return passed(
         f"A trainable [{max_len}, {d_model}] table, the first seq rows added, gradients flow, and a clear ValueError past max_len."
     )

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 
 import torch
 from torch import nn
 
-from ._feedback import Feedback, as_integer, attempt, checker, describe_error, failed, not_done, passed
+from ._feedback import Feedback, SetupError, _short, as_integer, as_number, attempt, checker, describe_error, failed, not_done, passed
 
 __all__ = [
     "check_learned_module",
     "check_predicted_error",
+    "check_both_inside",
     "ORDER_CHANGES",
     "check_order_breakers",
 ]
@@ -39,15 +41,31 @@ def _int_set(values: object) -> set[int] | None:
     return out
 
 
+#: (max_len, d_model) sizes the learned-module checker tries after the one it is given.
+LEARNED_SIZES = ((3, 8), (10, 2))
+#: Largest standard deviation accepted for the table's start ("small random values"; BERT uses 0.02).
+MAX_INIT_STD = 0.5
+
+
 @checker
 def check_learned_module(cls: type | None, max_len: int = 6, d_model: int = 4) -> Feedback:
-    """Check a student's ``cls(max_len, d_model)``: a trainable ``[max_len, d_model]`` table added to
-    ``x [batch, seq, d_model]``, and a ``ValueError`` naming both numbers when ``seq > max_len``."""
+    """Check a student's ``cls(max_len, d_model)`` at several sizes: a trainable ``[max_len, d_model]`` table
+    started at small random values, added to ``x [batch, seq, d_model]`` for every ``seq ≤ max_len`` (``seq ==
+    max_len`` included), and a ``ValueError`` naming both numbers when ``seq > max_len``."""
     if _is_placeholder(cls):
         return not_done()
+    sizes = [(max_len, d_model), *[size for size in LEARNED_SIZES if size != (max_len, d_model)]]
     with torch.random.fork_rng(devices=[]):  # seeded, and the student's global RNG is left alone
         torch.manual_seed(0)
-        return _check_learned_module(cls, max_len, d_model)
+        for size in sizes:
+            result = _check_learned_module(cls, *size)
+            if not result.ok:
+                return result
+    shown = ", ".join(f"[{m}, {d}]" for m, d in sizes)
+    return passed(
+        f"Works at every size tried: trainable tables ({shown}) started small, the first seq rows added for every seq up to max_len, "
+        "gradients flow, and a clear ValueError past max_len."
+    )
 
 
 def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
@@ -72,7 +90,13 @@ def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
             f"No trainable table of shape [max_len, d_model] = [{max_len}, {d_model}] found (parameters: {shapes})."
         )
     table = tables[0]
-    x = torch.randn(2, max_len - 2, d_model)
+    std = table.detach().double().std().item() if table.numel() > 1 else abs(table.detach().double().item())
+    if not math.isfinite(std) or std > MAX_INIT_STD:
+        return failed(
+            f"With max_len = {max_len}, d_model = {d_model}, your table starts with standard deviation {std:.3g}: start "
+            f"it at small random values (BERT uses 0.02), so positions do not drown the token embeddings."
+        )
+    x = torch.randn(2, max(1, max_len - 2), d_model)
     out, problem = attempt(f"forward on x of shape {list(x.shape)}", module, x)
     if problem is not None:
         return problem
@@ -114,7 +138,19 @@ def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
         return describe_error("backward through your forward", err)
     if table.grad is None or not table.grad[:seq].any():
         return failed(no_grad)
-    too_long = max_len + 3
+    for seq in sorted({1, max_len - 1, max_len} - {0}):
+        result = _check_forward(module, table, max_len, d_model, seq)
+        if result is not None:
+            return result
+    for too_long in (max_len + 1, max_len + 3):
+        result = _check_too_long(module, max_len, d_model, too_long)
+        if result is not None:
+            return result
+    return passed(f"[{max_len}, {d_model}] works.")
+
+
+def _check_too_long(module: nn.Module, max_len: int, d_model: int, too_long: int) -> Feedback | None:
+    """None when ``module`` refuses ``too_long`` positions with a ValueError naming both numbers, else feedback."""
     try:
         module(torch.randn(1, too_long, d_model))
     except NotImplementedError as err:
@@ -140,9 +176,27 @@ def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
             f"A sequence of {too_long} positions ran through a table with {max_len} rows without an error: "
             "it must raise ValueError (a silent wrong result is worse than a crash)."
         )
-    return passed(
-        f"A trainable [{max_len}, {d_model}] table, the first seq rows added, gradients flow, and a clear ValueError past max_len."
-    )
+    return None
+
+
+def _check_forward(module: nn.Module, table: torch.Tensor, max_len: int, d_model: int, seq: int) -> Feedback | None:
+    """None when ``module`` adds the first ``seq`` rows of ``table`` to an ``x`` of that length, else feedback."""
+    x = torch.randn(2, seq, d_model)
+    out, problem = attempt(f"forward on x of shape {list(x.shape)}", module, x)
+    if problem is not None:
+        if seq == max_len and "Not answered" not in problem.message:
+            return failed(
+                f"A sequence of exactly max_len = {max_len} positions failed ({problem.message}) The table has a row "
+                f"for each of positions 0 … {max_len - 1}, so seq = max_len must work: is your length check off by one?"
+            )
+        return problem
+    if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+        shape = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        return failed(f"forward must return a tensor shaped like x, {list(x.shape)}; got {shape}.")
+    added = (out - x).detach().to(table.dtype)
+    if not torch.allclose(added, table[:seq].detach().expand_as(added), atol=1e-6):
+        return failed(f"With seq = {seq} (max_len = {max_len}), out - x is not weight[:seq]: row pos goes to position pos.")
+    return None
 
 
 @checker
@@ -215,9 +269,9 @@ def check_order_breakers(answer: object) -> Feedback:
     try:
         items = list(answer)  # type: ignore[call-overload]
     except Exception:  # not iterable, or an iterator that raises
-        return failed(f"Answer with a list of letters from {sorted(ORDER_CHANGES)}, e.g. ['a', 'c']; got {answer!r}.")
+        return failed(f"Answer with a list of letters from {sorted(ORDER_CHANGES)}, e.g. ['a', 'c']; got {_short(answer)}.")
     if not all(isinstance(item, str) for item in items):
-        return failed(f"Answer with letters (strings) from {sorted(ORDER_CHANGES)}, e.g. ['a', 'c']; got {items!r}.")
+        return failed(f"Answer with letters (strings) from {sorted(ORDER_CHANGES)}, e.g. ['a', 'c']; got {_short(items)}.")
     chosen = {item.strip().lower() for item in items}
     unknown = sorted(chosen - set(ORDER_CHANGES))
     if unknown:
@@ -236,3 +290,38 @@ def check_order_breakers(answer: object) -> Feedback:
     if missed:
         parts.append("You left out: " + "; ".join(missed) + ".")
     return failed(" ".join(parts))
+
+
+@checker
+def check_both_inside(answer: object, *, seq_len: int = 20, max_len: int = 12) -> Feedback:
+    """Check the fraction of order-task sequences of ``seq_len`` tokens whose two markers (two distinct places
+    drawn at random) both sit at trained positions ``0 … max_len-1``: ``max_len·(max_len−1) / (seq_len·(seq_len−1))``."""
+    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or not isinstance(max_len, int) or not 2 <= max_len <= seq_len:
+        raise SetupError(f"need integers 2 <= max_len <= seq_len, got max_len={max_len!r}, seq_len={seq_len!r}")
+    if _is_placeholder(answer):
+        return not_done()
+    value, problem = as_number(answer, "a fraction between 0 and 1")
+    if problem is not None:
+        return problem
+    want = max_len * (max_len - 1) / (seq_len * (seq_len - 1))
+    if abs(value - want) <= 0.002:
+        return passed(
+            f"{want:.4f}: the first marker lands in the first {max_len} places with probability {max_len}/{seq_len}, and "
+            f"then the second in one of the {max_len - 1} remaining ones out of {seq_len - 1}."
+        )
+    if abs(value - want * 100) <= 0.2:
+        return failed("That looks like a percentage: answer with a fraction between 0 and 1.")
+    if abs(value - (max_len / seq_len) ** 2) <= 0.002:
+        return failed(
+            "That treats the two places as independent draws, which could coincide. The markers sit at two "
+            "different places: once the first is placed, fewer places are left for the second."
+        )
+    if abs(value - max_len / seq_len) <= 0.002:
+        return failed("That is the chance for one marker; both must sit at trained positions.")
+    if abs(value - (1 - want)) <= 0.002:
+        return failed("That is the share with at least one marker beyond the trained positions: the complement.")
+    if not 0 <= value <= 1:
+        return failed(f"{value:g} is not a fraction: it must lie between 0 and 1.")
+    return failed(
+        "Not quite. Count the ordered pairs of distinct places, and those with both places below max_len."
+    )

@@ -202,3 +202,63 @@ def test_facts_positions_break_equivariance(scheme):  # (d), (f)
     plain = ToyTransformer(10, 4, scheme="none").double()
     with torch.no_grad():
         assert (plain(tokens[:, PERM]) - plain(tokens)[:, PERM]).abs().max().item() < 1e-12
+
+
+class _RefusesMaxLen(_NoCheck):  # off by one: seq == max_len has a row for every position, yet is refused
+    def forward(self, x):
+        if x.shape[1] >= self.weight.shape[0]:
+            raise ValueError(f"sequence length {x.shape[1]} is too long for max_len {self.weight.shape[0]}")
+        return super().forward(x)
+
+
+class _AcceptsOneTooMany(_NoCheck):  # off by one the other way: max_len + 1 slips through
+    def forward(self, x):
+        if x.shape[1] > self.weight.shape[0] + 1:
+            raise ValueError(f"sequence length {x.shape[1]} is too long for max_len {self.weight.shape[0]}")
+        return x + torch.cat([self.weight, self.weight[-1:]])[: x.shape[1]]
+
+
+class _HugeStart(LearnedPositionalEmbedding):
+    def __init__(self, max_len, d_model):
+        super().__init__(max_len, d_model, init_std=1e6)
+
+
+class _FixedSize(_NoCheck):  # written for the notebook's sizes only
+    def __init__(self, max_len, d_model):
+        super().__init__(6, 4)
+
+    def forward(self, x):
+        if x.shape[1] > 6:
+            raise ValueError(f"sequence length {x.shape[1]} is too long for max_len 6")
+        return super().forward(x)
+
+
+def test_check_learned_module_enforces_the_task():
+    refuses = check_learned_module(_RefusesMaxLen)
+    assert not refuses.ok and "off by one" in refuses.message
+    one_more = check_learned_module(_AcceptsOneTooMany)
+    assert not one_more.ok and "without an error" in one_more.message
+    huge = check_learned_module(_HugeStart)
+    assert not huge.ok and "small random values" in huge.message
+    fixed = check_learned_module(_FixedSize)
+    assert not fixed.ok and "[3, 8]" in fixed.message
+    good = check_learned_module(LearnedPositionalEmbedding)
+    assert good.ok and "[3, 8]" in good.message and "[10, 2]" in good.message
+
+
+def test_check_both_inside():
+    from pe_lessons.exercises.nb06 import check_both_inside
+
+    want = 12 * 11 / (20 * 19)
+    assert check_both_inside(want).ok and check_both_inside(round(want, 3)).ok and check_both_inside(torch.tensor(want)).ok
+    assert check_both_inside(12 * 11 / (16 * 15), seq_len=16).ok
+    assert "independent" in check_both_inside((12 / 20) ** 2).message
+    assert "one marker" in check_both_inside(12 / 20).message
+    assert "complement" in check_both_inside(1 - want).message
+    assert "percentage" in check_both_inside(100 * want).message
+    assert "Not answered" in check_both_inside(None).message
+    for wrong in (0.5, 0.2, 12 * 11 / (16 * 15)):  # the length-16 value of the notebook is not the answer
+        feedback = check_both_inside(wrong)
+        assert not feedback.ok and f"{want:.4f}" not in feedback.message
+    with pytest.raises(ValueError):
+        check_both_inside(0.3, seq_len=10, max_len=12)

@@ -8,6 +8,7 @@ One module per idea; the notebooks import from here and the tests check it.
 - ``learned``: a trainable position table; ``toy``: a tiny Transformer with pluggable positions
 - ``rotary``: rotary position embeddings (RoPE), both layouts, context-extension rules (fast path in ``_rope_fast``)
 - ``relative``: relative position biases added to attention scores (ALiBi, T5 buckets)
+- ``models``: positions in today's models from their configs (Qwen2-VL, Pixtral, DeepSeek MLA, Llama 4, Gemma 3, p-RoPE)
 - ``plots`` / ``widgets``: Altair charts and ipywidgets explorers (imported on demand)
 - ``baselines``: the naive and library versions the course measures and checks against
 - ``bench`` (with ``timing`` and ``optrace``): honest benchmarks, ``python -m pe_lessons.bench``

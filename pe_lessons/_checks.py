@@ -10,10 +10,18 @@ from __future__ import annotations
 import math
 import numbers
 import os
+from collections.abc import Sequence
 
 import torch
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def check_bool(name: str, value: object) -> bool:
+    """``True`` or ``False`` (not 0, 1 or any other truthy value)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
 
 
 def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
@@ -26,6 +34,11 @@ def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
     return value
 
 
+def check_positive_int(name: str, value: object) -> int:
+    """An integer >= 1 (a count or a size)."""
+    return check_int(name, value, minimum=1)
+
+
 def check_d_model(value: object, name: str = "d_model") -> int:
     """A model (or head) width: a positive even integer, so features pair up."""
     value = check_int(name, value)
@@ -34,13 +47,62 @@ def check_d_model(value: object, name: str = "d_model") -> int:
     return value
 
 
-def check_real(name: str, value: object, *, above: float, hint: str) -> float:
-    """A finite real number ``> above`` as a float; ``hint`` (a typical value) goes into the error."""
+def _bounds(above: float | None, minimum: float | None, below: float | None) -> str:
+    parts = [f"> {above:g}"] if above is not None else []
+    parts += [f">= {minimum:g}"] if minimum is not None else []
+    parts += [f"< {below:g}"] if below is not None else []
+    return " and ".join(parts)
+
+
+def check_real(
+    name: str,
+    value: object,
+    *,
+    above: float | None = None,
+    minimum: float | None = None,
+    below: float | None = None,
+    hint: str = "",
+    what: str = "",
+) -> float:
+    """A finite real number as a float, ``> above``, ``>= minimum`` and ``< below`` (each bound optional).
+
+    Python and NumPy numbers are accepted, bools are not. ``hint`` (a typical value) goes into the
+    error; ``what`` replaces the generated description (e.g. ``"a probability in [0, 1)"``).
+    """
+    bounds = _bounds(above, minimum, below)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number > {above:g}, got {value!r} ({type(value).__name__})")
+        kind = what or f"a real number {bounds}".rstrip()
+        raise TypeError(f"{name} must be {kind}, got {value!r} ({type(value).__name__})")
     value = float(value)
-    if not math.isfinite(value) or value <= above:
-        raise ValueError(f"{name} must be a finite number > {above:g} ({hint}), got {value}")
+    inside = (
+        math.isfinite(value)
+        and (above is None or value > above)
+        and (minimum is None or value >= minimum)
+        and (below is None or value < below)
+    )
+    if not inside:
+        expected = what or f"a finite number {bounds}".rstrip()
+        raise ValueError(f"{name} must be {expected}{f' ({hint})' if hint else ''}, got {value!r}")
+    return value
+
+
+def check_reals(name: str, values: object, *, length: int, above: float | None = None) -> tuple[float, ...]:
+    """A list, tuple or 1-D tensor of ``length`` finite real numbers (each ``> above``), as a tuple of floats."""
+    items = values.tolist() if isinstance(values, torch.Tensor) else values
+    if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+        raise TypeError(f"{name} must be a list of {length} numbers, got {type(values).__name__}")
+    if len(items) != length:
+        raise ValueError(f"{name} must be a list of {length} numbers, got {len(items)}")
+    return tuple(check_real(f"{name}[{i}]", v, above=above) for i, v in enumerate(items))
+
+
+def check_choice(name: str, value: object, choices: Sequence[str], *, hint: str = "") -> str:
+    """One of the strings ``choices``: TypeError for a non-string, ValueError for another string."""
+    options = ", ".join(map(repr, choices))
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string, one of {options}, got {value!r} ({type(value).__name__})")
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {options}{f' ({hint})' if hint else ''}; got {value!r}")
     return value
 
 

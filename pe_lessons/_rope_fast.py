@@ -5,7 +5,7 @@ line. Everything here computes the same numbers with fewer passes over memory:
 
 - **Tables.** cos and sin of ``m·θ_i`` are computed once per ``(frequencies, attention
   factor, device, dtype)`` from float64 angles, rounded once to the working precision,
-  cached and grown on demand (:class:`Tables`). :func:`pe_lessons.rotary.apply_rope` shares
+  cached and grown on demand (:class:`CosSinCache`). :func:`pe_lessons.rotary.apply_rope` shares
   them through a cache bounded by **bytes** (:data:`CACHE_LIMIT_BYTES`; least recently used
   tables are dropped first, :func:`clear_cache` drops them all).
 - **Interleaved layout**: one complex multiplication (one pass over ``x``).
@@ -94,8 +94,8 @@ def rotate(x: torch.Tensor, tables: tuple[torch.Tensor, ...], layout: str, inver
     per-row positions). ``inverse`` rotates by the opposite angles. Computes in the tables'
     precision and returns ``x.dtype``.
     """
-    first = tables[0]
-    work = first.dtype if layout == "half" or len(tables) == 2 else first.real.dtype
+    multiplier = tables[0]  # the table x is multiplied by: cos + i·sin, [cos | cos], or cos
+    work = multiplier.dtype if layout == "half" or len(tables) == 2 else multiplier.real.dtype
     xw = x if x.dtype == work else x.to(work)
     if layout == "half" and compiling():
         out = rotate_fusable(xw, tables, inverse)
@@ -104,7 +104,7 @@ def rotate(x: torch.Tensor, tables: tuple[torch.Tensor, ...], layout: str, inver
             xw = xw.contiguous()
         z = torch.view_as_complex(xw.unflatten(-1, (xw.shape[-1] // 2, 2)))
         # (a + ib)(cos + i·sin) = (a·cos - b·sin) + i(a·sin + b·cos): pair (2i, 2i+1) turned by the angle
-        out = torch.view_as_real(z * (first.conj() if inverse else first)).flatten(-2)
+        out = torch.view_as_real(z * (multiplier.conj() if inverse else multiplier)).flatten(-2)
     elif layout == "half":
         # y = [a | b]·[cos | cos] + [b·(-sin) | a·sin]  (y_a = a·cos - b·sin, y_b = b·cos + a·sin):
         # the sin terms go straight into the two halves of the output (no rotate_half copy),
@@ -112,22 +112,22 @@ def rotate(x: torch.Tensor, tables: tuple[torch.Tensor, ...], layout: str, inver
         # memory traffic (read x, write out; read out and x, write out) against clone's two.
         # The inverse rotation (-θ) swaps the roles of -sin and sin.
         neg_sin, sin = (tables[2], tables[1]) if inverse else (tables[1], tables[2])
-        if first.dim() <= 2:  # one table row per position: the output has x's shape
+        if multiplier.dim() <= 2:  # one table row per position: the output has x's shape
             out = torch.empty_like(xw, memory_format=torch.contiguous_format)
         else:  # per-row tables [batch, 1, …, seq, head_dim]
-            out = torch.empty(torch.broadcast_shapes(xw.shape, first.shape), dtype=work, device=xw.device)
+            out = torch.empty(torch.broadcast_shapes(xw.shape, multiplier.shape), dtype=work, device=xw.device)
         xa, xb = xw.chunk(2, -1)
         oa, ob = out.chunk(2, -1)
         torch.mul(xb, neg_sin, out=oa)
         torch.mul(xa, sin, out=ob)
-        out.addcmul_(xw, first)
+        out.addcmul_(xw, multiplier)
     else:  # interleaved without complex support
         second = tables[1]
         sign = -1.0 if inverse else 1.0
         out = torch.empty(xw.shape, dtype=work, device=xw.device)
         xa, xb, oa, ob = xw[..., 0::2], xw[..., 1::2], out[..., 0::2], out[..., 1::2]
-        torch.mul(xa, first, out=oa).addcmul_(xb, second, value=-sign)
-        torch.mul(xb, first, out=ob).addcmul_(xa, second, value=sign)
+        torch.mul(xa, multiplier, out=oa).addcmul_(xb, second, value=-sign)
+        torch.mul(xb, multiplier, out=ob).addcmul_(xa, second, value=sign)
     return out if out.dtype == x.dtype else out.to(x.dtype)
 
 
@@ -140,10 +140,10 @@ def rotate_fusable(xw: torch.Tensor, tables: tuple[torch.Tensor, ...], inverse: 
     views of the eager version would be traced back into copies. (The interleaved layout's
     complex multiplication is a single pass already.)
     """
-    first, neg_sin, sin = tables
+    multiplier, neg_sin, sin = tables
     if inverse:
         neg_sin, sin = sin, neg_sin
-    cos = first[..., : first.shape[-1] // 2]
+    cos = multiplier[..., : multiplier.shape[-1] // 2]
     a, b = xw.chunk(2, -1)
     return torch.cat((a * cos + b * neg_sin, b * cos + a * sin), dim=-1)
 
@@ -205,7 +205,7 @@ def apply_tables(x: torch.Tensor, tables: tuple[torch.Tensor, ...], layout: str)
 # --------------------------------------------------------------------------- cached tables
 
 
-class Tables:
+class CosSinCache:
     """cos/sin of ``m·θ_i`` (times the attention factor) for positions ``0 … max_len-1``, grown on demand.
 
     One object per set of frequencies; it follows the device and dtype it is asked for
@@ -219,9 +219,9 @@ class Tables:
         self.max_rows = max(4096, MAX_TABLE_ENTRIES // max(pairs, 1))
         self.cos = torch.empty(0, pairs)
         self.sin = torch.empty(0, pairs)
-        self._derived: dict[str, tuple[torch.Tensor, ...]] = {}
+        self._layout_tables: dict[str, tuple[torch.Tensor, ...]] = {}
         # the last lookup(None, seq, ...) answer per layout, so repeated calls skip the slicing
-        self._recent: dict[str, tuple[tuple, tuple[torch.Tensor, ...]]] = {}
+        self._last_slice: dict[str, tuple[tuple, tuple[torch.Tensor, ...]]] = {}
         #: bumped whenever the tables held change (growth, new device or dtype, a new layout)
         self.generation = 0
 
@@ -232,7 +232,7 @@ class Tables:
     @property
     def nbytes(self) -> int:
         """Bytes held by the cos/sin tables and the per-layout tables derived from them."""
-        held = [self.cos, self.sin] + [t for ts in self._derived.values() for t in ts]
+        held = [self.cos, self.sin] + [t for ts in self._layout_tables.values() for t in ts]
         return sum(t.numel() * t.element_size() for t in held)
 
     def ensure(self, length: int, device: torch.device, dtype: torch.dtype) -> None:
@@ -243,15 +243,15 @@ class Tables:
         want = max(length, 64, 0 if fresh else self.max_len)
         rows = min(1 << (want - 1).bit_length(), self.max_rows)
         self.cos, self.sin = cos_sin(torch.arange(rows), self.inv_freq, self.factor, device, dtype)
-        self._derived.clear()
-        self._recent.clear()
+        self._layout_tables.clear()
+        self._last_slice.clear()
         self.generation += 1
 
     def layout_tables(self, layout: str) -> tuple[torch.Tensor, ...]:
         """:func:`layout_tables` of the whole cache, built once per growth."""
-        tables = self._derived.get(layout)
+        tables = self._layout_tables.get(layout)
         if tables is None:
-            tables = self._derived[layout] = layout_tables(self.cos, self.sin, layout)
+            tables = self._layout_tables[layout] = layout_tables(self.cos, self.sin, layout)
             self.generation += 1
         return tables
 
@@ -273,13 +273,13 @@ class Tables:
         """
         if positions is None:
             key = (seq, device, dtype)
-            recent = self._recent.get(layout)
-            if recent is not None and recent[0] == key:
-                return recent[1]
+            last = self._last_slice.get(layout)
+            if last is not None and last[0] == key:
+                return last[1]
             if seq <= self.max_rows:
                 self.ensure(seq, device, dtype)
                 answer = tuple(t[:seq] for t in self.layout_tables(layout))
-                self._recent[layout] = (key, answer)
+                self._last_slice[layout] = (key, answer)
                 return answer
             positions = torch.arange(seq, device=device)
             bounds = (0, seq - 1)
@@ -295,7 +295,7 @@ class Tables:
         return layout_tables(cos, sin, layout)
 
 
-_shared: OrderedDict[tuple, Tables] = OrderedDict()
+_shared: OrderedDict[tuple, CosSinCache] = OrderedDict()
 
 
 def shared_lookup(
@@ -309,16 +309,16 @@ def shared_lookup(
     dtype: torch.dtype,
     layout: str,
 ) -> tuple[torch.Tensor, ...]:
-    """:meth:`Tables.lookup` on the tables :func:`pe_lessons.rotary.apply_rope` shares.
+    """:meth:`CosSinCache.lookup` on the tables :func:`pe_lessons.rotary.apply_rope` shares.
 
-    ``freq_key`` identifies ``(inv_freq, factor)``. One :class:`Tables` per ``(freq_key, device,
+    ``freq_key`` identifies ``(inv_freq, factor)``. One :class:`CosSinCache` per ``(freq_key, device,
     dtype)``; when one grows, the least recently used are dropped until all fit in
     :data:`CACHE_LIMIT_BYTES` (a table larger than that on its own is used for this call only).
     """
     key = (freq_key, str(device), dtype)
     tables = _shared.get(key)
     if tables is None:
-        tables = _shared[key] = Tables(inv_freq, factor)
+        tables = _shared[key] = CosSinCache(inv_freq, factor)
     else:
         _shared.move_to_end(key)
     generation = tables.generation

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import torch
 
-from ._checks import check_d_model, check_fits, check_int
+from ._checks import check_bool, check_d_model, check_fits, check_int
 from .baselines import (
     float64_angles_table,
     hf_cos_sin,
@@ -138,8 +138,7 @@ def default_sizes(device: torch.device | str = "cpu", *, quick: bool = False) ->
             raise ValueError(f"device must name a device such as 'cpu' or 'cuda', got {device!r}") from err
     if not isinstance(device, torch.device):
         raise TypeError(f"device must be a torch.device or a string, got {type(device).__name__}")
-    if not isinstance(quick, bool):
-        raise TypeError(f"quick must be True or False, got {quick!r}")
+    check_bool("quick", quick)
     if quick:
         return SIN_SIZES_QUICK, ROPE_SHAPES_QUICK
     if device.type == "cpu":
@@ -266,8 +265,7 @@ def bench_rope(
     """
     device = _device(device)
     threads = _threads(threads)
-    if not isinstance(compile, bool):
-        raise TypeError(f"compile must be True or False, got {compile!r}")
+    check_bool("compile", compile)
     if shapes is None:
         shapes = default_sizes(device)[1]
     gen = torch.Generator().manual_seed(0)

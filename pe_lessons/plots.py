@@ -15,14 +15,13 @@ and a small static PNG.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Sequence
 
 import altair as alt
 import pandas as pd
 import torch
 
-from ._checks import check_base, check_d_model, check_int, check_tensor
+from ._checks import check_base, check_d_model, check_int, check_positive_int, check_real, check_tensor
 from .rendering import enable_renderer
 from .sampling import (
     DECIMALS,
@@ -262,10 +261,8 @@ def wavelength_chart(
     """
     d_model = check_d_model(d_model)
     base = check_base(base)
-    if threshold is not None and (
-        isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not 0 < threshold < math.inf
-    ):
-        raise ValueError(f"threshold must be a positive number of positions, got {threshold!r}")
+    if threshold is not None:
+        threshold = check_real("threshold", threshold, above=0.0, hint="a number of positions")
     lam = wavelengths(d_model, base)
     frame = pd.DataFrame(
         {
@@ -472,8 +469,7 @@ def training_curves(
     missing = [c for c in ("step", color, *metrics) if c not in frame.columns]
     if missing:
         raise ValueError(f"frame lacks column(s) {missing}; it has {list(frame.columns)}")
-    if isinstance(smooth, bool) or not isinstance(smooth, int) or smooth < 1:
-        raise ValueError(f"smooth must be an integer >= 1 (steps to average), got {smooth!r}")
+    smooth = check_positive_int("smooth", smooth)
     parts = []
     for key, group in frame.sort_values("step").groupby(color, sort=False):
         values = group[list(metrics)].rolling(smooth, min_periods=1).mean()
@@ -521,11 +517,8 @@ def roofline(
         raise ValueError(f"points must have columns op, intensity, gflops; it has {list(points.columns)}")
     if len(points) > MAX_ROWS:
         raise ValueError(f"points has {len(points)} rows, more than {MAX_ROWS}")
-    for name, value in (("bandwidth_gbps", bandwidth_gbps), ("peak_gflops", peak_gflops)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
-        if not (math.isfinite(value) and value > 0):
-            raise ValueError(f"{name} must be a finite, positive number, got {value!r}")
+    bandwidth_gbps = check_real("bandwidth_gbps", bandwidth_gbps, above=0.0)
+    peak_gflops = check_real("peak_gflops", peak_gflops, above=0.0)
     for column in ("intensity", "gflops"):
         values = pd.to_numeric(points[column], errors="coerce").astype(float)
         bad = ~((values > 0) & (values < math.inf))  # NaN fails both

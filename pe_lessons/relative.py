@@ -38,7 +38,7 @@ import math
 import torch
 from torch import nn
 
-from ._checks import check_fits, check_float_dtype, check_int
+from ._checks import check_bool, check_fits, check_float_dtype, check_int, check_real
 
 __all__ = [
     "alibi_slopes",
@@ -50,12 +50,6 @@ __all__ = [
 ]
 
 _INT_DTYPES = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
-
-
-def _check_bool(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
-    return value
 
 
 def _geometric_slopes(n: int) -> torch.Tensor:
@@ -98,7 +92,7 @@ def alibi_bias(
 
 
 def _check_bucket_args(num_buckets: object, max_distance: object, bidirectional: object) -> tuple[int, int, bool]:
-    bidirectional = _check_bool("bidirectional", bidirectional)
+    bidirectional = check_bool("bidirectional", bidirectional)
     # each direction needs at least one exact bucket and one logarithmic bucket
     num_buckets = check_int("num_buckets", num_buckets, minimum=4 if bidirectional else 2)
     half = num_buckets // 2 if bidirectional else num_buckets
@@ -201,13 +195,12 @@ class RelativePositionBias(nn.Module):
         self.num_buckets, self.max_distance, self.bidirectional = _check_bucket_args(
             num_buckets, max_distance, bidirectional
         )
-        if isinstance(init_std, bool) or not isinstance(init_std, (int, float)) or not 0 <= init_std < math.inf:
-            raise ValueError(f"init_std must be a finite number >= 0, got {init_std!r}")
+        init_std = check_real("init_std", init_std, minimum=0.0)
         check_fits("num_buckets", [self.num_buckets, self.n_heads], torch.float32, what="the bias table")
         self.weight = nn.Parameter(torch.zeros(self.num_buckets, self.n_heads))
         if init_std > 0:
             with torch.no_grad():
-                self.weight.normal_(0.0, float(init_std), generator=generator)
+                self.weight.normal_(0.0, init_std, generator=generator)
 
     def buckets(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
         """The bucket of every (query i, key j) pair, int64 ``[q_len, k_len]``."""

@@ -53,21 +53,37 @@ copy-free half layout, an exact autograd rule, and a formula ``torch.compile`` f
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import numbers
 import operator
-from collections.abc import Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
 
 from . import _rope_fast as fast
-from ._checks import check_base, check_d_model, check_float_tensor, check_int, check_tensor
-from .sinusoidal import inverse_frequencies
+from ._checks import (
+    check_base,
+    check_bool,
+    check_choice,
+    check_d_model,
+    check_float_tensor,
+    check_int,
+    check_positive_int,
+    check_real,
+    check_reals,
+    check_tensor,
+)
+from .sinusoidal import float64_device, interleave, inverse_frequencies
 
 __all__ = [
     "LAYOUTS",
     "ROPE_TYPES",
+    "SCALING_RULES",
     "rope_frequencies",
     "rope_formula",
     "scaled_frequencies",
@@ -81,9 +97,10 @@ __all__ = [
 
 #: The two pairings in use: ``"interleaved"`` (2i, 2i+1) and ``"half"`` (i, i + head_dim/2).
 LAYOUTS = ("interleaved", "half")
-
-#: The ``rope_type`` values :func:`scaled_frequencies` understands.
-ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "llama3", "longrope")
+_LAYOUT_HINT = (
+    "interleaved: pairs (2i, 2i+1) as in RoFormer, Meta llama, torchtune; "
+    "half: pairs (i, i + head_dim/2) as in Hugging Face rotate_half, GPT-NeoX"
+)
 
 Positions = torch.Tensor | Sequence[int] | Sequence[float] | None
 
@@ -114,43 +131,290 @@ def rope_formula(
     Same arguments and same result as :func:`apply_rope` (to float rounding), without any
     of its speed-ups: read this one, run that one.
     """
-    x, pos, bounds = _check_call(x, positions, layout, rotary_dim)
-    r = x.shape[-1] if rotary_dim is None else rotary_dim
-    seq_len = _rule_length(_check_scaling(scaling, r), x, pos, bounds)  # the length "dynamic"/"longrope" see
-    pos = torch.arange(x.shape[-2]) if pos is None else pos.cpu()  # default positions 0 … seq-1
-    theta, attention = scaled_frequencies(r, scaling, base=base, seq_len=seq_len)  # 1. θ_i, [r/2], float64
-    angles = pos.to(torch.float64)[..., None] * theta  # 2. m·θ_i: [seq, r/2] (or [batch, seq, r/2])
-    if angles.dim() == 3:  # per-row positions: one table per batch element, the same for every head
-        angles = angles.reshape(angles.shape[0], *[1] * (x.dim() - 3), *angles.shape[1:])
-    cos, sin = attention * torch.cos(angles), attention * torch.sin(angles)  # 3. (scaled) cos and sin
-    turned, kept = x[..., :r].cpu().double(), x[..., r:]  # 4. only the first rotary_dim features turn
-    if layout == "interleaved":  # 5. the two members of each pair: (2i, 2i+1) …
+    x, m, theta, attention, r = _definition_inputs(x, positions, base, layout, scaling, rotary_dim)
+    angles = m[..., None] * theta  # m·θ_i for every position m and pair i
+    cos, sin = attention * torch.cos(angles), attention * torch.sin(angles)
+    turned = x[..., :r].to(m.device, torch.float64)  # only the first rotary_dim features turn
+    if layout == "interleaved":  # the two members of each pair: (2i, 2i+1) …
         a, b = turned[..., 0::2], turned[..., 1::2]
     else:  # … or (i, i + r/2)
-        a, b = turned[..., : r // 2], turned[..., r // 2 :]
-    a, b = a * cos - b * sin, a * sin + b * cos  # 6. rotate every pair by its angle
-    if layout == "interleaved":  # 7. put the pairs back where they came from
-        turned = torch.stack((a, b), dim=-1).flatten(-2)
-    else:
-        turned = torch.cat((a, b), dim=-1)
-    return torch.cat((turned.to(x.device, x.dtype), kept), dim=-1)
+        a, b = turned.chunk(2, dim=-1)
+    a, b = a * cos - b * sin, a * sin + b * cos  # rotate every pair by its angle
+    turned = interleave(a, b) if layout == "interleaved" else torch.cat((a, b), dim=-1)  # pairs back in place
+    return torch.cat((turned.to(x.device, x.dtype), x[..., r:]), dim=-1)
+
+
+def _definition_inputs(
+    x: object, positions: object, base: object, layout: object, scaling: object, rotary_dim: object
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float, int]:
+    """:func:`rope_formula`'s arguments, checked: ``x``, the positions ``m`` (float64, ``[seq]`` or
+    ``[batch, 1, …, 1, seq]``, so they broadcast against ``x``), ``θ'_i``, the attention factor and ``rotary_dim``."""
+    x, pos, bounds = _check_call(x, positions, layout, rotary_dim)
+    r = x.shape[-1] if rotary_dim is None else int(rotary_dim)  # type: ignore[call-overload]
+    params = _check_scaling(scaling, r)
+    theta, attention = scaled_frequencies(r, scaling, base=base, seq_len=_sequence_length(params, x, pos, bounds))
+    work = float64_device(x.device)
+    m = (torch.arange(x.shape[-2]) if pos is None else pos).to(work, torch.float64)  # default positions 0 … seq-1
+    if m.dim() == 2:  # one row of positions per batch element, the same for every head
+        m = m.reshape(m.shape[0], *[1] * (x.dim() - 3), m.shape[1])
+    return x, m, theta.to(work), attention, r
 
 
 # --------------------------------------------------------------------------- context extension
+# One function per rule, in the shape of transformers' ROPE_INIT_FUNCTIONS: it gets the head
+# width, the base and the length it looks at, and its keyword-only parameters are the rule's keys
+# (required unless they have a default). Each key is checked by _PARAMETERS before the rule runs
+# (a key means the same in every rule that takes it); the rule checks how its keys relate.
 
-#: Keys each ``rope_type`` needs, and the ones it may take besides.
-_REQUIRED = {
-    "default": (),
-    "linear": ("factor",),
-    "dynamic": ("factor", "original_max_position_embeddings"),
-    "yarn": ("factor", "original_max_position_embeddings"),
-    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
-    "longrope": ("short_factor", "long_factor", "original_max_position_embeddings"),
+
+def _default(head_dim: int, base: float, seq_len: int | None) -> tuple[torch.Tensor, float]:
+    """No extension: ``θ_i``."""
+    return rope_frequencies(head_dim, base), 1.0
+
+
+def _linear(head_dim: int, base: float, seq_len: int | None, *, factor: float) -> tuple[torch.Tensor, float]:
+    """Position interpolation: ``θ_i / s``, the same as positions ``m/s``."""
+    return rope_frequencies(head_dim, base) / factor, 1.0
+
+
+def _dynamic(
+    head_dim: int, base: float, seq_len: int | None, *, factor: float, original_max_position_embeddings: int
+) -> tuple[torch.Tensor, float]:
+    """The NTK-aware base ``base·α^{d/(d-2)}`` for the length in hand: ``α = s·n/L - (s - 1)``, ``n = max(seq_len, L)``."""
+    if head_dim < 4:
+        raise ValueError("rope_type 'dynamic' needs head_dim >= 4 (its base exponent is d/(d-2))")
+    L = original_max_position_embeddings
+    n = L if seq_len is None else max(seq_len, L)
+    alpha = factor * n / L - (factor - 1)  # 1 (no change) up to L
+    return rope_frequencies(head_dim, base * alpha ** (head_dim / (head_dim - 2))), 1.0
+
+
+def _yarn(
+    head_dim: int,
+    base: float,
+    seq_len: int | None,
+    *,
+    factor: float,
+    original_max_position_embeddings: int,
+    beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+    mscale: float | None = None,
+    mscale_all_dim: float | None = None,
+    attention_factor: float | None = None,
+    truncate: bool = True,
+) -> tuple[torch.Tensor, float]:
+    """``θ'_i = (1 - γ_i)·θ_i + γ_i·θ_i/s``, the ramp ``γ`` rising from the pair that turns ``beta_fast``
+    times over ``L`` to the one that turns ``beta_slow`` times; cos and sin times ``0.1·ln s + 1``."""
+    if beta_fast <= beta_slow:
+        raise ValueError(
+            "scaling['beta_fast'] must be larger than scaling['beta_slow'] (fast pairs turn more often), got "
+            f"{beta_fast} and {beta_slow}"
+        )
+    L = original_max_position_embeddings
+
+    def pair_turning(turns: float) -> float:  # the pair i that turns `turns` times over L: L·θ_i/2π = turns
+        return head_dim * math.log(L / (turns * 2 * math.pi)) / (2 * math.log(base))
+
+    low, high = pair_turning(beta_fast), pair_turning(beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, head_dim - 1)
+    if low == high:
+        high += 0.001  # (as the reference implementation: no division by zero)
+    ramp = ((torch.arange(head_dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+    theta = rope_frequencies(head_dim, base)
+    theta = theta * (1 - ramp) + theta / factor * ramp  # fast pairs kept, slow pairs interpolated
+    if attention_factor is None:
+        if mscale and mscale_all_dim:
+            attention_factor = _yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all_dim)
+        else:
+            attention_factor = _yarn_mscale(factor)
+    return theta, attention_factor
+
+
+def _yarn_mscale(s: float, m: float = 1.0) -> float:
+    """YaRN's factor on cos and sin for the scale ``s``: ``0.1·m·ln s + 1`` (1 for ``s <= 1``)."""
+    return 1.0 if s <= 1 else 0.1 * m * math.log(s) + 1.0
+
+
+def _llama3(
+    head_dim: int,
+    base: float,
+    seq_len: int | None,
+    *,
+    factor: float,
+    low_freq_factor: float,
+    high_freq_factor: float,
+    original_max_position_embeddings: int,
+) -> tuple[torch.Tensor, float]:
+    """Wavelengths below ``L/high_freq_factor`` kept, above ``L/low_freq_factor`` divided by ``s``, blended between."""
+    if high_freq_factor <= low_freq_factor:
+        raise ValueError(
+            "scaling['high_freq_factor'] must be larger than scaling['low_freq_factor'] (Llama 3.1: 4 and 1), got "
+            f"{high_freq_factor} and {low_freq_factor}"
+        )
+    L = original_max_position_embeddings
+    theta = rope_frequencies(head_dim, base)
+    wavelength = 2 * math.pi / theta
+    alpha = (L / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)  # 0 at L/low, 1 at L/high
+    interpolated = torch.where(wavelength > L / low_freq_factor, 1.0 / factor, (1 - alpha) / factor + alpha)
+    return theta * torch.where(wavelength < L / high_freq_factor, 1.0, interpolated), 1.0
+
+
+def _longrope(
+    head_dim: int,
+    base: float,
+    seq_len: int | None,
+    *,
+    short_factor: tuple[float, ...],
+    long_factor: tuple[float, ...],
+    original_max_position_embeddings: int,
+    factor: float | None = None,
+    attention_factor: float | None = None,
+) -> tuple[torch.Tensor, float]:
+    """``θ_i / f_i``, the per-pair ``long_factor`` beyond ``L``, else ``short_factor``; cos and sin times
+    ``sqrt(1 + ln s / ln L)``."""
+    if factor is None and attention_factor is None:
+        raise ValueError(
+            "scaling for rope_type 'longrope' needs the key 'factor' (the context ratio, max_position_embeddings / "
+            "original_max_position_embeddings) or 'attention_factor'"
+        )
+    L = original_max_position_embeddings
+    factors = long_factor if seq_len is not None and seq_len > L else short_factor
+    theta = rope_frequencies(head_dim, base) / torch.tensor(factors, dtype=torch.float64)
+    if attention_factor is None:
+        assert factor is not None
+        attention_factor = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(L))
+    return theta, attention_factor
+
+
+class ScalingRule(NamedTuple):
+    """A context-extension rule: its frequencies, and the part of the sequence length they depend on."""
+
+    #: ``frequencies(head_dim, base, seq_len, **parameters) -> (θ'_i float64 [head_dim/2], attention factor)``
+    frequencies: Callable[..., tuple[torch.Tensor, float]]
+    #: ``length_seen(parameters, seq_len)``: the part of the length the frequencies depend on (``None``: none)
+    length_seen: Callable[[Mapping[str, Any], int], int | None] | None = None
+
+
+#: ``rope_type`` → its rule (the shape of transformers' ``ROPE_INIT_FUNCTIONS``).
+SCALING_RULES: dict[str, ScalingRule] = {
+    "default": ScalingRule(_default),
+    "linear": ScalingRule(_linear),
+    "dynamic": ScalingRule(_dynamic, lambda p, n: max(n, p["original_max_position_embeddings"])),
+    "yarn": ScalingRule(_yarn),
+    "llama3": ScalingRule(_llama3),
+    # the long factors beyond L, the short ones up to it: two answers
+    "longrope": ScalingRule(
+        _longrope,
+        lambda p, n: p["original_max_position_embeddings"] + 1 if n > p["original_max_position_embeddings"] else None,
+    ),
 }
-_OPTIONAL = {
-    "yarn": ("beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor", "truncate"),
-    "longrope": ("factor", "attention_factor"),
+
+#: The ``rope_type`` values :func:`scaled_frequencies` understands.
+ROPE_TYPES = tuple(SCALING_RULES)
+
+
+def _positive(name: str, value: object, head_dim: int) -> float:
+    return check_real(name, value, above=0.0)
+
+
+def _non_negative(name: str, value: object, head_dim: int) -> float:
+    return check_real(name, value, minimum=0.0)
+
+
+def _one_per_pair(name: str, value: object, head_dim: int) -> tuple[float, ...]:
+    return check_reals(name, value, length=head_dim // 2, above=0.0)
+
+
+#: How each key of a rule is checked: ``check(name, value, head_dim)`` → the value as a plain Python object.
+_PARAMETERS: dict[str, Callable[[str, object, int], object]] = {
+    "factor": lambda name, value, head_dim: check_real(name, value, minimum=1.0, hint="the context ratio"),
+    "original_max_position_embeddings": lambda name, value, head_dim: check_positive_int(name, value),
+    "beta_fast": _positive,
+    "beta_slow": _positive,
+    "attention_factor": _positive,
+    "low_freq_factor": _positive,
+    "high_freq_factor": _positive,
+    "mscale": _non_negative,
+    "mscale_all_dim": _non_negative,
+    "truncate": lambda name, value, head_dim: check_bool(name, value),
+    "short_factor": _one_per_pair,
+    "long_factor": _one_per_pair,
 }
+
+#: Keys of a Hugging Face config that this module takes as arguments instead.
+_ARGUMENT_KEYS = {"rope_theta": " (pass it as base=)", "partial_rotary_factor": " (pass rotary_dim= instead)"}
+
+
+@functools.cache
+def _rule_keys(kind: str) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """The keys the rule ``kind`` requires, and the ones it may take besides with their defaults."""
+    keyword = [
+        p for p in inspect.signature(SCALING_RULES[kind].frequencies).parameters.values() if p.kind is p.KEYWORD_ONLY
+    ]
+    required = tuple(p.name for p in keyword if p.default is p.empty)
+    return required, {p.name: p.default for p in keyword if p.default is not p.empty}
+
+
+def _check_scaling(scaling: object, head_dim: int) -> dict[str, Any]:
+    """A context-extension rule, checked: ``rope_type`` and the rule's keys as plain Python values."""
+    if scaling is None:
+        return {"rope_type": "default"}
+    if not isinstance(scaling, Mapping):
+        raise TypeError(
+            f"scaling must be None or a dict like a Hugging Face rope_parameters, got {type(scaling).__name__}"
+        )
+    if "rope_type" not in scaling:
+        raise ValueError(f"scaling needs the key 'rope_type' (one of {', '.join(map(repr, ROPE_TYPES))})")
+    kind = check_choice("scaling['rope_type']", scaling["rope_type"], ROPE_TYPES)
+    required, optional = _rule_keys(kind)
+    unknown = [key for key in scaling if key != "rope_type" and key not in required and key not in optional]
+    if unknown:
+        raise ValueError(
+            f"scaling key {unknown[0]!r} is not used by rope_type {kind!r}{_ARGUMENT_KEYS.get(unknown[0], '')}; "
+            f"its keys are {', '.join(map(repr, sorted(['rope_type', *required, *optional])))}"
+        )
+    missing = [key for key in required if key not in scaling]
+    if missing:
+        raise ValueError(f"scaling for rope_type {kind!r} needs the key {missing[0]!r}")
+    checked: dict[str, Any] = {"rope_type": kind}
+    for key, value in scaling.items():
+        if key != "rope_type" and not (value is None and optional.get(key, 0) is None):  # None: the default
+            checked[key] = _PARAMETERS[key](f"scaling[{key!r}]", value, head_dim)
+    return checked
+
+
+def _hashable(params: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """A checked rule as a cache key."""
+    return tuple(sorted(params.items()))
+
+
+def _length_seen(params: Mapping[str, Any], seq_len: int | None) -> int | None:
+    """The part of ``seq_len`` the rule's frequencies depend on (``None`` for most rules), so that
+    every length with the same part shares one cached answer."""
+    length_seen = SCALING_RULES[params["rope_type"]].length_seen
+    return None if length_seen is None or seq_len is None else length_seen(params, seq_len)
+
+
+@functools.lru_cache(maxsize=256)
+def _rule_frequencies(
+    head_dim: int, base: float, rule: tuple[tuple[str, Any], ...], length: int | None
+) -> tuple[torch.Tensor, float]:
+    """``θ'_i`` and the attention factor of a checked rule (:func:`_hashable`), remembered: the fast path
+    asks on every call. The answer is shared: never modify it."""
+    params = dict(rule)
+    frequencies = SCALING_RULES[params.pop("rope_type")].frequencies
+    theta, attention = frequencies(head_dim, base, length, **params)
+    return theta, float(attention)
+
+
+@torch.compiler.assume_constant_result
+def _rule_frequencies_constant(
+    head_dim: int, base: float, rule: tuple[tuple[str, Any], ...], length: int | None
+) -> tuple[torch.Tensor, float]:
+    """:func:`_rule_frequencies`, which ``torch.compile`` calls while tracing and takes as a constant."""
+    return _rule_frequencies(head_dim, base, rule, length)
 
 
 def scaled_frequencies(
@@ -181,100 +445,15 @@ def scaled_frequencies(
       ``factor``, the context ratio) unless ``attention_factor`` is given.
 
     ``seq_len`` is the length ``"dynamic"`` and ``"longrope"`` look at (others ignore it).
-    A missing or unknown key, or a bad value, raises ``ValueError`` naming the key.
+    Each rule is one function in :data:`SCALING_RULES`. A value of the wrong kind raises ``TypeError``;
+    a missing or unknown key, or a bad value, ``ValueError`` — each naming the key.
     """
     head_dim = check_d_model(head_dim, "head_dim")
     base = check_base(base)
     params = _check_scaling(scaling, head_dim)
-    seq_len = None if seq_len is None else check_int("seq_len", seq_len, minimum=1)
-    theta, attention = _scaled(head_dim, base, _frozen(params), _length_key(params, seq_len))
+    seq_len = None if seq_len is None else check_positive_int("seq_len", seq_len)
+    theta, attention = _rule_frequencies(head_dim, base, _hashable(params), _length_seen(params, seq_len))
     return theta.clone(), attention
-
-
-_memo: dict[tuple, tuple[torch.Tensor, float]] = {}
-
-
-def _scaled(head_dim: int, base: float, frozen: tuple, seq_len: int | None) -> tuple[torch.Tensor, float]:
-    """:func:`scaled_frequencies` of checked arguments, remembered (the fast path asks on every call)."""
-    key = (head_dim, base, frozen, seq_len)
-    answer = _memo.get(key)
-    if answer is None:
-        if len(_memo) >= 256:
-            _memo.clear()
-        answer = _memo[key] = _compute_scaled(head_dim, base, dict(frozen), seq_len)
-    return answer
-
-
-def _compute_scaled(head_dim: int, base: float, p: dict, seq_len: int | None) -> tuple[torch.Tensor, float]:
-    kind = p["rope_type"]
-    theta = rope_frequencies(head_dim, base)  # θ_i = base^(-2i/d)
-    if kind == "default":
-        return theta, 1.0
-    if kind == "linear":  # positions m/s: every angle m·θ_i/s
-        return theta / p["factor"], 1.0
-    s, L = p["factor"], p["original_max_position_embeddings"]
-    if kind == "dynamic":  # NTK base change for the length in hand (no change up to L)
-        n = L if seq_len is None else max(seq_len, L)
-        new_base = base * (s * n / L - (s - 1)) ** (head_dim / (head_dim - 2))
-        return rope_frequencies(head_dim, new_base), 1.0
-    if kind == "yarn":
-
-        def correction_dim(turns: float) -> float:  # the pair i that turns `turns` times over L
-            return head_dim * math.log(L / (turns * 2 * math.pi)) / (2 * math.log(base))
-
-        low, high = correction_dim(p.get("beta_fast", 32.0)), correction_dim(p.get("beta_slow", 1.0))
-        if p.get("truncate", True):
-            low, high = math.floor(low), math.ceil(high)
-        low, high = max(low, 0), min(high, head_dim - 1)
-        if low == high:
-            high += 0.001  # (as the reference implementation: no division by zero)
-        ramp = ((torch.arange(head_dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
-        theta = theta * (1 - ramp) + theta / s * ramp  # fast pairs kept, slow pairs interpolated
-        return theta, _yarn_attention(p)
-    if kind == "llama3":
-        low_f, high_f = p["low_freq_factor"], p["high_freq_factor"]
-        wavelength = 2 * math.pi / theta
-        alpha = (L / wavelength - low_f) / (high_f - low_f)  # 0 at wavelength L/low_f, 1 at L/high_f
-        scale = torch.where(
-            wavelength < L / high_f, 1.0, torch.where(wavelength > L / low_f, 1.0 / s, (1 - alpha) / s + alpha)
-        )
-        return theta * scale, 1.0
-    # longrope: per-pair factors, the long ones beyond L
-    factors = p["long_factor"] if seq_len is not None and seq_len > L else p["short_factor"]
-    theta = theta / torch.tensor(factors, dtype=torch.float64)
-    attention = p.get("attention_factor")
-    if attention is None:
-        attention = 1.0 if s <= 1 else math.sqrt(1 + math.log(s) / math.log(L))
-    return theta, float(attention)
-
-
-def _yarn_attention(p: dict) -> float:
-    """YaRN's factor on cos and sin: ``0.1·m·ln s + 1`` (``m = 1``), or the mscale ratio, or ``attention_factor``."""
-    if p.get("attention_factor") is not None:
-        return float(p["attention_factor"])
-
-    def mscale(s: float, m: float = 1.0) -> float:
-        return 1.0 if s <= 1 else 0.1 * m * math.log(s) + 1.0
-
-    s = p["factor"]
-    if p.get("mscale") and p.get("mscale_all_dim"):
-        return float(mscale(s, p["mscale"]) / mscale(s, p["mscale_all_dim"]))
-    return mscale(s)
-
-
-def _length_key(params: dict, seq_len: int | None) -> int | None:
-    """The part of ``seq_len`` a rule looks at (so cached answers are shared)."""
-    kind = params["rope_type"]
-    if kind == "dynamic":
-        return None if seq_len is None else max(seq_len, params["original_max_position_embeddings"])
-    if kind == "longrope":
-        trained = params["original_max_position_embeddings"]
-        return trained + 1 if seq_len is not None and seq_len > trained else None  # long factors, or short
-    return None
-
-
-def _frozen(params: dict) -> tuple:
-    return tuple(sorted(params.items()))
 
 
 # --------------------------------------------------------------------------- the fast versions
@@ -311,14 +490,13 @@ def apply_rope(
     """
     x, pos, bounds = _check_call(x, positions, layout, rotary_dim)
     base = check_base(base)
-    r = x.shape[-1] if rotary_dim is None else rotary_dim
+    r = x.shape[-1] if rotary_dim is None else int(rotary_dim)  # type: ignore[call-overload]
     params = _check_scaling(scaling, r)
-    frozen, length = _frozen(params), _length_key(params, _rule_length(params, x, pos, bounds))
-    theta, attention = _scaled(r, base, frozen, length)
+    key = (r, base, _hashable(params), _length_seen(params, _sequence_length(params, x, pos, bounds)))
+    # (torch.compile traces the rule itself: its answer becomes a constant of the graph)
+    theta, attention = _rule_frequencies_constant(*key)
     dtype = fast.working_dtype(x.dtype)
-    tables = fast.shared_lookup(
-        (r, base, frozen, length), theta, attention, pos, bounds, x.shape[-2], x.device, dtype, layout
-    )
+    tables = fast.shared_lookup(key, theta, attention, pos, bounds, x.shape[-2], x.device, dtype, layout)
     return _rotate_first(x, tables, layout, r, pos)
 
 
@@ -362,12 +540,13 @@ class RotaryEmbedding(nn.Module):
         super().__init__()
         self.head_dim = check_d_model(head_dim, "head_dim")
         self.base = check_base(base)
-        self.layout = _check_layout(layout)
+        self.layout = check_choice("layout", layout, LAYOUTS, hint=_LAYOUT_HINT)
         self.rotary_dim = self.head_dim if rotary_dim is None else _check_rotary_dim(rotary_dim, self.head_dim)
         self.scaling = _check_scaling(scaling, self.rotary_dim)
-        self._frozen = _frozen(self.scaling)
-        self._tables: dict[tuple, fast.Tables] = {}  # by the length key (several only for dynamic/longrope)
-        self._last = fast.Tables(*_scaled(self.rotary_dim, self.base, self._frozen, None))
+        self._rule = _hashable(self.scaling)
+        # one cache per length the rule sees (several only for dynamic/longrope): the two most recently used
+        self._caches: OrderedDict[int | None, fast.CosSinCache] = OrderedDict()
+        self._last = self._cache_for(None)
 
     @property
     def cos(self) -> torch.Tensor:
@@ -389,25 +568,21 @@ class RotaryEmbedding(nn.Module):
         """The cache never grows beyond this many positions (``2**21 / (rotary_dim/2)``, at least 4096)."""
         return self._last.max_rows
 
-    def _tables_for(self, seq_len: int | None) -> fast.Tables:
-        length = _length_key(self.scaling, seq_len)
-        tables = self._tables.get(length)
-        if tables is None:
-            if length is None and not self._tables:
-                tables = self._last
-            else:
-                tables = fast.Tables(*_scaled(self.rotary_dim, self.base, self._frozen, length))
-            if len(self._tables) >= 2:  # dynamic lengths: keep the last two
-                self._tables.pop(next(iter(self._tables)))
-            self._tables[length] = tables
-        self._last = tables
-        return tables
+    def _cache_for(self, length: int | None) -> fast.CosSinCache:
+        """The cos/sin cache of the frequencies the rule gives for ``length`` (:func:`_length_seen`)."""
+        cache = self._caches.pop(length, None)
+        if cache is None:
+            cache = fast.CosSinCache(*_rule_frequencies(self.rotary_dim, self.base, self._rule, length))
+        self._caches[length] = cache  # the most recently used last
+        if len(self._caches) > 2:
+            self._caches.popitem(last=False)
+        self._last = cache
+        return cache
 
     def forward(self, x: torch.Tensor, positions: Positions = None) -> torch.Tensor:
         x, pos, bounds = _check_call(x, positions, self.layout, None, head_dim=self.head_dim)
-        tables = self._tables_for(_rule_length(self.scaling, x, pos, bounds)).lookup(
-            pos, bounds, x.shape[-2], x.device, fast.working_dtype(x.dtype), self.layout
-        )
+        cache = self._cache_for(_length_seen(self.scaling, _sequence_length(self.scaling, x, pos, bounds)))
+        tables = cache.lookup(pos, bounds, x.shape[-2], x.device, fast.working_dtype(x.dtype), self.layout)
         return _rotate_first(x, tables, self.layout, self.rotary_dim, pos)
 
     def extra_repr(self) -> str:
@@ -474,17 +649,6 @@ def to_interleaved_layout(x: torch.Tensor, *, dim: int = -1) -> torch.Tensor:
 # --------------------------------------------------------------------------- argument checks
 
 
-def _check_layout(layout: object) -> str:
-    if not isinstance(layout, str):
-        raise TypeError(f"layout must be a string, 'interleaved' or 'half', got {layout!r}")
-    if layout not in LAYOUTS:
-        raise ValueError(
-            "layout must be 'interleaved' (pairs (2i, 2i+1): RoFormer, Meta llama, torchtune) or "
-            f"'half' (pairs (i, i + head_dim/2): Hugging Face rotate_half, GPT-NeoX), got {layout!r}"
-        )
-    return layout
-
-
 def _check_x(x: object) -> torch.Tensor:
     x = check_float_tensor("x", x)
     if x.dim() < 2:
@@ -518,19 +682,21 @@ def _check_call(
     x = _check_x(x)
     if head_dim is not None and x.shape[-1] != head_dim:
         raise ValueError(f"x.shape[-1] must be head_dim = {head_dim}, got shape {list(x.shape)}")
-    _check_layout(layout)
+    check_choice("layout", layout, LAYOUTS, hint=_LAYOUT_HINT)
     if rotary_dim is not None:
         _check_rotary_dim(rotary_dim, x.shape[-1])
     pos, bounds = _check_positions(positions, x)
     return x, pos, bounds
 
 
-def _rule_length(params: dict, x: torch.Tensor, pos: torch.Tensor | None, bounds: tuple | None) -> int | None:
-    """The length a ``"dynamic"`` or ``"longrope"`` rule sees: largest position + 1 (``None`` for the others).
+def _sequence_length(
+    params: Mapping[str, Any], x: torch.Tensor, pos: torch.Tensor | None, bounds: tuple | None
+) -> int | None:
+    """The sequence length (largest position + 1) for the rules whose frequencies depend on it; ``None`` for the others.
 
-    Positions only the device knows are read back here (a synchronisation), for those two rules only.
+    Positions only the device knows are read back here (a synchronisation), for those rules only.
     """
-    if params["rope_type"] not in ("dynamic", "longrope"):
+    if SCALING_RULES[params["rope_type"]].length_seen is None:
         return None
     if pos is None:
         return x.shape[-2] or None
@@ -547,52 +713,55 @@ def _check_positions(positions: object, x: torch.Tensor) -> tuple[torch.Tensor |
     """
     if positions is None:
         return None, None
-    seq, device = x.shape[-2], x.device
     if isinstance(positions, range):
-        if len(positions) != seq:
-            raise ValueError(f"positions must have length seq = x.shape[-2] = {seq}, got a range of {len(positions)}")
-        bounds = (min(positions), max(positions)) if len(positions) else None
-        return torch.arange(positions.start, positions.stop, positions.step, device=device), bounds
-    if isinstance(positions, (list, tuple)):
+        positions = torch.arange(positions.start, positions.stop, positions.step)
+    elif isinstance(positions, (list, tuple)):
         positions = _from_sequence(positions)
+    positions = _check_position_values(positions)
+    _check_position_shape(positions, x)
+    bounds = None
+    if positions.device.type == "cpu" and positions.numel():
+        lo, hi = torch.aminmax(positions)
+        bounds = (lo.item(), hi.item())
+    return positions.to(x.device), bounds
+
+
+def _check_position_values(positions: object) -> torch.Tensor:
+    """A tensor of integer positions (as int64) or of float32/float64 ones (as float64), all finite."""
     if not isinstance(positions, torch.Tensor):
         raise TypeError(
             "positions must be None, a tensor of shape [seq] or [batch, seq], or a list of numbers, "
             f"got {type(positions).__name__}"
         )
-    if (
-        positions.dtype in (torch.float16, torch.bfloat16)
-        or positions.dtype.is_complex
-        or positions.dtype == torch.bool
-    ):
+    if positions.dtype in (torch.float16, torch.bfloat16, torch.bool) or positions.dtype.is_complex:
         raise TypeError(
             f"positions must hold integers (e.g. torch.long), got dtype {positions.dtype}: float16/bfloat16 "
             "positions are rounded (bfloat16 cannot even hold the integers above 256), so angles would be wrong; "
             "fractional positions (position interpolation) are accepted as float32 or float64"
         )
-    if positions.dim() == 1:
-        if positions.shape[0] != seq:
-            raise ValueError(
-                f"positions must be a 1-D tensor of length seq = x.shape[-2] = {seq} (or [batch, seq]), "
-                f"got shape {list(positions.shape)}"
-            )
-    elif positions.dim() == 2:
-        if x.dim() < 3 or positions.shape[1] != seq or positions.shape[0] not in (1, x.shape[0]):
-            raise ValueError(
-                f"positions of shape [batch, seq] need x of shape [batch, ..., seq, head_dim] with the same batch and "
-                f"seq; got positions {list(positions.shape)} for x {list(x.shape)}"
-            )
-    else:
-        raise ValueError(f"positions must have shape [seq] or [batch, seq] (1-D or 2-D), got {list(positions.shape)}")
-    floating = positions.dtype.is_floating_point
-    positions = positions.to(torch.float64 if floating else torch.long)
-    bounds = None
-    if floating and positions.numel() and not bool(torch.isfinite(positions).all()):
+    if not positions.dtype.is_floating_point:
+        return positions.to(torch.long)
+    positions = positions.to(torch.float64)
+    if positions.numel() and not bool(torch.isfinite(positions).all()):
         raise ValueError("positions must be finite numbers (no NaN or infinity)")
-    if positions.device.type == "cpu" and positions.numel():
-        lo, hi = torch.aminmax(positions)
-        bounds = (lo.item(), hi.item())
-    return positions.to(device), bounds
+    return positions
+
+
+def _check_position_shape(positions: torch.Tensor, x: torch.Tensor) -> None:
+    """``[seq]``, or ``[batch, seq]`` with ``x`` of shape ``[batch, …, seq, head_dim]`` (or a batch of 1)."""
+    seq = x.shape[-2]
+    if positions.dim() == 1 and positions.shape[0] != seq:
+        raise ValueError(
+            f"positions must be a 1-D tensor of length seq = x.shape[-2] = {seq} (or [batch, seq]), "
+            f"got shape {list(positions.shape)}"
+        )
+    if positions.dim() == 2 and (x.dim() < 3 or positions.shape[1] != seq or positions.shape[0] not in (1, x.shape[0])):
+        raise ValueError(
+            f"positions of shape [batch, seq] need x of shape [batch, ..., seq, head_dim] with the same batch and "
+            f"seq; got positions {list(positions.shape)} for x {list(x.shape)}"
+        )
+    if positions.dim() not in (1, 2):
+        raise ValueError(f"positions must have shape [seq] or [batch, seq] (1-D or 2-D), got {list(positions.shape)}")
 
 
 def _from_sequence(values: Sequence[object]) -> torch.Tensor:
@@ -623,88 +792,3 @@ def _from_sequence(values: Sequence[object]) -> torch.Tensor:
     if items and not -(2**63) <= min(items) <= max(items) < 2**63:
         raise ValueError("positions must fit in int64 (|position| < 2**63), got a larger integer")
     return torch.tensor(items, dtype=torch.long)
-
-
-def _real(params: Mapping[str, object], key: str, *, minimum: float, strict: bool = True) -> float:
-    value = params[key]
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"scaling[{key!r}] must be a real number, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or value < minimum or (strict and value == minimum):
-        raise ValueError(f"scaling[{key!r}] must be a finite number {'>' if strict else '>='} {minimum:g}, got {value}")
-    return value
-
-
-def _check_scaling(scaling: object, head_dim: int) -> dict:
-    """A context-extension rule, checked: a plain dict of Python numbers and tuples."""
-    if scaling is None:
-        return {"rope_type": "default"}
-    if not isinstance(scaling, Mapping):
-        raise TypeError(
-            f"scaling must be None or a dict like a Hugging Face rope_parameters, got {type(scaling).__name__}"
-        )
-    if "rope_type" not in scaling:
-        raise ValueError(f"scaling needs the key 'rope_type' (one of {', '.join(map(repr, ROPE_TYPES))})")
-    kind = scaling["rope_type"]
-    if kind not in ROPE_TYPES:
-        raise ValueError(f"scaling['rope_type'] must be one of {', '.join(map(repr, ROPE_TYPES))}, got {kind!r}")
-    allowed = {"rope_type", *_REQUIRED[kind], *_OPTIONAL.get(kind, ())}
-    for key in scaling:
-        if key not in allowed:
-            hint = {"rope_theta": " (pass it as base=)", "partial_rotary_factor": " (pass rotary_dim= instead)"}
-            raise ValueError(
-                f"scaling key {key!r} is not used by rope_type {kind!r}{hint.get(key, '')}; "
-                f"its keys are {', '.join(map(repr, sorted(allowed)))}"
-            )
-    for key in _REQUIRED[kind]:
-        if key not in scaling:
-            raise ValueError(f"scaling for rope_type {kind!r} needs the key {key!r}")
-    if kind == "longrope" and "factor" not in scaling and scaling.get("attention_factor") is None:
-        raise ValueError(
-            "scaling for rope_type 'longrope' needs the key 'factor' (the context ratio, max_position_embeddings / "
-            "original_max_position_embeddings) or 'attention_factor'"
-        )
-    if kind == "dynamic" and head_dim < 4:
-        raise ValueError("rope_type 'dynamic' needs head_dim >= 4 (its base exponent is d/(d-2))")
-    out: dict[str, object] = {"rope_type": kind}
-    for key, value in scaling.items():
-        if key == "rope_type" or (value is None and key in ("attention_factor", "mscale", "mscale_all_dim")):
-            continue
-        if key == "factor":
-            out[key] = _real(scaling, key, minimum=1.0, strict=False)
-        elif key == "original_max_position_embeddings":
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-                raise ValueError(f"scaling[{key!r}] must be a positive integer (the trained length), got {value!r}")
-            out[key] = int(value)
-        elif key in ("beta_fast", "beta_slow", "attention_factor", "low_freq_factor", "high_freq_factor"):
-            out[key] = _real(scaling, key, minimum=0.0)
-        elif key in ("mscale", "mscale_all_dim"):
-            out[key] = _real(scaling, key, minimum=0.0, strict=False)
-        elif key == "truncate":
-            if not isinstance(value, bool):
-                raise ValueError(f"scaling['truncate'] must be True or False, got {value!r}")
-            out[key] = value
-        else:  # short_factor, long_factor: one positive number per pair
-            values = value.tolist() if isinstance(value, torch.Tensor) else value
-            if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or len(values) != head_dim // 2:
-                raise ValueError(
-                    f"scaling[{key!r}] must be a list of head_dim/2 = {head_dim // 2} numbers (one per pair), "
-                    f"got {value!r}"
-                )
-            checked = []
-            for v in values:
-                if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v <= 0:
-                    raise ValueError(f"scaling[{key!r}] must hold finite numbers > 0, got an item {v!r}")
-                checked.append(float(v))
-            out[key] = tuple(checked)
-    if kind == "yarn" and out.get("beta_fast", 32.0) <= out.get("beta_slow", 1.0):
-        raise ValueError(
-            "scaling['beta_fast'] must be larger than scaling['beta_slow'] (fast pairs turn more often), got "
-            f"{out.get('beta_fast', 32.0)} and {out.get('beta_slow', 1.0)}"
-        )
-    if kind == "llama3" and out["high_freq_factor"] <= out["low_freq_factor"]:
-        raise ValueError(
-            "scaling['high_freq_factor'] must be larger than scaling['low_freq_factor'] (Llama 3.1: 4 and 1), got "
-            f"{out['high_freq_factor']} and {out['low_freq_factor']}"
-        )
-    return out

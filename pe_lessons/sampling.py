@@ -14,13 +14,12 @@ keep one row per band — exists only to demonstrate the illusion.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Sequence
 
 import pandas as pd
 import torch
 
-from ._checks import check_int, check_tensor
+from ._checks import check_choice, check_int, check_real, check_tensor
 
 __all__ = ["DECIMALS", "REDUCTIONS", "table_frame", "reduce_table", "apparent_period"]
 
@@ -42,9 +41,7 @@ def _check_table(table: object, name: str = "table") -> torch.Tensor:
 
 
 def _check_how(how: object) -> str:
-    if how not in REDUCTIONS:
-        raise ValueError(f"how must be one of {', '.join(map(repr, REDUCTIONS))}, got {how!r}")
-    return str(how)
+    return check_choice("how", how, REDUCTIONS)
 
 
 def _check_limit(name: str, value: object) -> int | None:
@@ -179,8 +176,7 @@ def apparent_period(values: torch.Tensor | Sequence[float], spacing: float = 1.0
         raise TypeError(f"values must be a 1-D tensor or a sequence of numbers, got {type(values).__name__}")
     if v is None:
         raise ValueError(f"values must be 1-D, got shape {list(values.shape)}")
-    if isinstance(spacing, bool) or not isinstance(spacing, numbers.Real) or not 0 < spacing < math.inf:
-        raise ValueError(f"spacing must be a positive number, got {spacing!r}")
+    spacing = check_real("spacing", spacing, above=0.0)
     v = v - v.mean()
     nz = torch.nonzero(v != 0, as_tuple=True)[0]  # exact zeros are skipped: a sign change across them counts once
     a_at, b_at = nz[:-1], nz[1:]
@@ -191,5 +187,5 @@ def apparent_period(values: torch.Tensor | Sequence[float], spacing: float = 1.0
     a, b = v[a_at], v[b_at]
     # neighbours: linear interpolation; a run of zeros between them: its middle
     crossing = torch.where(b_at == a_at + 1, a_at + a / (a - b), (a_at + b_at) / 2)
-    times = crossing.to(torch.float64) * float(spacing)
+    times = crossing.to(torch.float64) * spacing
     return float(2 * (times[-1] - times[0]) / (a_at.numel() - 1))

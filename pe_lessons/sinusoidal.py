@@ -51,6 +51,7 @@ from ._checks import (
     check_fits,
     check_float_dtype,
     check_int,
+    check_real,
 )
 
 __all__ = [
@@ -59,6 +60,8 @@ __all__ = [
     "wavelengths",
     "sinusoidal_table",
     "SinusoidalPositionalEncoding",
+    "interleave",
+    "float64_device",
 ]
 
 
@@ -103,15 +106,23 @@ def wavelengths(d_model: int, base: float = 10000.0) -> torch.Tensor:
     return 2 * math.pi / inverse_frequencies(d_model, base)
 
 
-def _interleave(sin: torch.Tensor, cos: torch.Tensor) -> torch.Tensor:
-    """``[..., h]`` sin and cos → ``[..., 2h]`` with sin at even and cos at odd columns."""
-    return torch.stack((sin, cos), dim=-1).flatten(-2)
+def interleave(even: torch.Tensor, odd: torch.Tensor) -> torch.Tensor:
+    """``[..., h]`` and ``[..., h]`` → ``[..., 2h]`` with ``even`` at the even and ``odd`` at the odd columns.
+
+    The sinusoidal table's layout (``interleave(sin, cos)``), and RoPE's interleaved pairs.
+    """
+    return torch.stack((even, odd), dim=-1).flatten(-2)
+
+
+def float64_device(device: torch.device) -> torch.device:
+    """Where float64 values can be computed for ``device``: itself, or the CPU (MPS and friends have no float64)."""
+    return device if device.type in ("cpu", "cuda", "meta") else torch.device("cpu")
 
 
 def _exact_table(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
     """float64 table for float64 ``positions`` (any shape ``[n]``)."""
     angles = positions[:, None] * inv_freq[None, :]
-    return _interleave(torch.sin(angles), torch.cos(angles))
+    return interleave(torch.sin(angles), torch.cos(angles))
 
 
 #: Fine-table length B of the angle-addition scheme. Fixed (not tied to max_len) so that a
@@ -221,9 +232,8 @@ def sinusoidal_table(
         return torch.empty(0, d_model, dtype=dtype, device=device)
     if dtype == torch.float32:
         return _angle_addition_table(max_len, d_model, base, device)
-    # float64 / float16 / bfloat16: exact float64 values, rounded once. MPS has no float64,
-    # so those devices compute on the CPU and receive the rounded table.
-    work = device if device.type in ("cpu", "cuda", "meta") else torch.device("cpu")
+    # float64 / float16 / bfloat16: exact float64 values, rounded once
+    work = float64_device(device)
     inv_freq = inverse_frequencies(d_model, base)  # float64, on the CPU
     positions = torch.arange(max_len, dtype=torch.float64, device=work)
     return _exact_table(positions, inv_freq.to(work)).to(dtype=dtype, device=device)
@@ -254,9 +264,8 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.d_model = check_d_model(d_model)
         self.base = check_base(base)
         max_len = check_int("max_len", max_len, minimum=1)
-        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}")
-        self.dropout = nn.Dropout(float(dropout))
+        dropout = check_real("dropout", dropout, minimum=0.0, below=1.0, what="a probability in [0, 1)")
+        self.dropout = nn.Dropout(dropout)
         self.register_buffer("table", sinusoidal_table(max_len, d_model, base=self.base), persistent=False)
 
     @property

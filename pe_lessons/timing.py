@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import math
 import statistics
 import time
 from collections.abc import Callable
@@ -14,7 +13,7 @@ from collections.abc import Callable
 import torch
 from torch.utils.benchmark import Timer
 
-from ._checks import check_device, check_int
+from ._checks import check_choice, check_device, check_int, check_real
 
 __all__ = ["measure", "try_compile"]
 
@@ -72,12 +71,8 @@ def measure(
     threads = _threads(threads)
     rounds = check_int("rounds", rounds, minimum=1)
     warmup = check_int("warmup", warmup, minimum=0)
-    if stat not in ("median", "min"):
-        raise ValueError(f'stat must be "median" or "min", got {stat!r}')
-    if isinstance(min_run_time, bool) or not isinstance(min_run_time, (int, float)):
-        raise TypeError(f"min_run_time must be a number of seconds, got {min_run_time!r}")
-    if not (math.isfinite(min_run_time) and min_run_time > 0):
-        raise ValueError(f"min_run_time must be a finite, positive number of seconds, got {min_run_time!r}")
+    stat = check_choice("stat", stat, ("median", "min"))
+    min_run_time = check_real("min_run_time", min_run_time, above=0.0, hint="seconds")
     if not isinstance(fns, dict) or not all(callable(fn) for fn in fns.values()):
         raise TypeError("fns must be a dict {name: zero-argument function}")
     previous = torch.get_num_threads()

@@ -1,34 +1,40 @@
-r"""A tiny Transformer encoder with a pluggable position scheme, two order tasks, training and evaluation.
+r"""A tiny Transformer with a pluggable position scheme, three tasks, training and evaluation.
 
 Small enough to train in seconds on a laptop CPU, so students can compare position
 schemes themselves.
 
-Model. Tokens → embedding ``E[token]`` → position scheme → ``n_layers`` pre-norm encoder
+Model. Tokens → embedding ``E[token]`` → position scheme → ``n_layers`` pre-norm
 blocks (multi-head self-attention, then a 2-layer MLP, each added to the residual) →
 LayerNorm → linear head. Attention, written out in :func:`attention`, is
 
 .. math::
 
-    \mathrm{Attention}(q, k, v) = \mathrm{softmax}\!\Big(\frac{\tilde q\, \tilde k^\top}{\sqrt{head\_dim}}\Big)\, v,
-    \qquad (\tilde q, \tilde k) = \mathrm{rotate}(q, k, positions)
+    \mathrm{Attention}(q, k, v) = \mathrm{softmax}\!\Big(\frac{\tilde q\, \tilde k^\top}{\sqrt{head\_dim}}
+    + b + M\Big)\, v, \qquad (\tilde q, \tilde k) = \mathrm{rotate}(q, k, positions)
 
-with no mask (every token sees every token). Position schemes:
+where ``b`` is a relative bias (or 0) and ``M`` the causal mask: ``-∞`` on every key after
+its query when ``causal=True`` (a decoder), else 0 (every token sees every token, an encoder).
+Position schemes (:func:`available_schemes`):
 
-- ``"none"``: nothing; the model is then permutation equivariant (permute the tokens,
-  the per-token outputs permute the same way) and a mean-pooled output is invariant.
+- ``"none"``: nothing; without a mask the model is then permutation equivariant (permute the
+  tokens, the per-token outputs permute the same way) and a mean-pooled output is invariant;
+  with ``causal=True`` it is a decoder with no positional encoding (NoPE).
 - ``"sinusoidal"``: :class:`~pe_lessons.sinusoidal.SinusoidalPositionalEncoding` added to the embeddings.
 - ``"learned"``: :class:`~pe_lessons.learned.LearnedPositionalEmbedding` added to the embeddings.
 - ``"rotary"``: nothing is added; ``rotate`` turns q and k by position-dependent angles
   (:func:`~pe_lessons.rotary.apply_rope`) before the dot product.
+- ``"alibi"``: :class:`~pe_lessons.relative.ALiBiBias`, a fixed linear penalty on distance, as ``b``.
+- ``"t5"``: :class:`~pe_lessons.relative.RelativePositionBias`, a learned bucketed bias, as ``b``.
 
-Tasks (both need positions; both have a fixed vocabulary of ``n_symbols`` filler tokens):
+Tasks (all need positions; all have a fixed vocabulary of ``n_symbols`` filler tokens; :data:`TASKS`):
 
 - :class:`OrderTask` (``"order"``): two marker tokens A and B sit at random places among
   random fillers; say which comes first (2 classes, one answer per sequence, mean-pooled).
   Batches come in pairs — each sequence and its twin with A and B swapped — so a
   position-free model, which gives both twins the same output, scores exactly 50 %.
-- :class:`PreviousTokenTask` (``"previous"``): at every position ``pos ≥ 1`` output the
-  token at ``pos - 1`` (a purely relative rule; position 0 is not scored).
+- :class:`LagTask` (``"lag"``): at every position ``pos ≥ lag`` output the token ``lag``
+  places back (a purely relative rule; earlier positions are not scored).
+- :class:`PreviousTokenTask` (``"previous"``): the lag task with ``lag = 1``.
 
 Determinism: :func:`make_model` initialises from ``seed`` and leaves torch's global RNG
 as it found it; data come from ``torch.Generator`` objects seeded explicitly; the ops
@@ -42,7 +48,6 @@ from __future__ import annotations
 
 import copy
 import math
-import numbers
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -52,7 +57,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_d_model, check_fits, check_int, check_tensor
+from ._checks import (
+    check_bool,
+    check_choice,
+    check_d_model,
+    check_fits,
+    check_int,
+    check_positive_int,
+    check_real,
+    check_tensor,
+)
 from .learned import LearnedPositionalEmbedding
 from .relative import ALiBiBias, RelativePositionBias
 from .rotary import apply_rope
@@ -91,13 +105,6 @@ def available_schemes() -> tuple[str, ...]:
     return SCHEMES
 
 
-def _check_scheme(scheme: object) -> str:
-    schemes = available_schemes()
-    if not isinstance(scheme, str) or scheme not in schemes:
-        raise ValueError(f"scheme must be one of {', '.join(map(repr, schemes))}; got {scheme!r}")
-    return scheme
-
-
 def rope_rotate(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``"rotary"`` scheme's hook: :func:`~pe_lessons.rotary.apply_rope` on q and k.
 
@@ -131,8 +138,7 @@ def attention(
             raise ValueError(f"{name} must have shape [batch, heads, seq, head_dim], got {list(t.shape)}")
     if q.shape != k.shape or k.shape[:-1] != v.shape[:-1]:
         raise ValueError(f"q, k, v shapes do not fit: q {list(q.shape)}, k {list(k.shape)}, v {list(v.shape)}")
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be True or False, got {causal!r}")
+    check_bool("causal", causal)
     if rotate is not None:
         seq = q.shape[-2]
         if positions is None:
@@ -177,14 +183,12 @@ class MultiHeadSelfAttention(nn.Module):
         n_heads = check_int("n_heads", n_heads, minimum=1)
         if d_model % n_heads or (d_model // n_heads) % 2:
             raise ValueError(f"n_heads must split d_model={d_model} into heads of even width, got n_heads={n_heads}")
-        if not isinstance(causal, bool):
-            raise TypeError(f"causal must be True or False, got {causal!r}")
         self.n_heads, self.head_dim = n_heads, d_model // n_heads
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.out = nn.Linear(d_model, d_model)
         self.rotate = rotate
         self.bias = bias
-        self.causal = causal
+        self.causal = check_bool("causal", causal)
 
     def weights(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         """The attention weights ``[batch, heads, seq, seq]`` (rows: queries, columns: keys) for input ``x``."""
@@ -256,26 +260,13 @@ class ToyTransformer(nn.Module):
         num_buckets: int = 8,
     ) -> None:
         super().__init__()
-        self.vocab_size = check_int("vocab_size", vocab_size, minimum=1)
+        self.vocab_size = check_positive_int("vocab_size", vocab_size)
         self.n_classes = check_int("n_classes", n_classes, minimum=2)
-        self.scheme = _check_scheme(scheme)
+        self.scheme = check_choice("scheme", scheme, SCHEMES)
         self.d_model = check_d_model(d_model)
-        n_layers = check_int("n_layers", n_layers, minimum=1)
-        max_len = check_int("max_len", max_len, minimum=1)
-        if not isinstance(pooled, bool):
-            raise TypeError(f"pooled must be True or False, got {pooled!r}")
-        if not isinstance(causal, bool):
-            raise TypeError(f"causal must be True or False, got {causal!r}")
-        # refuse absurd sizes before allocating anything (float32 parameters)
-        check_fits("vocab_size", [self.vocab_size, self.d_model], torch.float32, what="the token embedding")
-        check_fits("n_classes", [self.n_classes, self.d_model], torch.float32, what="the output layer")
-        check_fits("d_model", [4 * self.d_model, self.d_model], torch.float32, what="each MLP weight")
-        check_fits(
-            "n_layers", [n_layers, 12 * self.d_model, self.d_model], torch.float32, what="the blocks' parameters"
-        )
-        if scheme in ("sinusoidal", "learned"):
-            check_fits("max_len", [max_len, self.d_model], torch.float32, what="the position table")
-        self.pooled, self.causal = pooled, causal
+        n_layers, max_len = check_positive_int("n_layers", n_layers), check_positive_int("max_len", max_len)
+        self.pooled, self.causal = check_bool("pooled", pooled), check_bool("causal", causal)
+        self._refuse_absurd_sizes(n_layers, max_len)
         self.embed = nn.Embedding(self.vocab_size, self.d_model)
         self.position: nn.Module | None = None
         self.relative: nn.Module | None = None
@@ -287,10 +278,10 @@ class ToyTransformer(nn.Module):
         elif scheme == "rotary":
             rotate = rope_rotate
         elif scheme == "alibi":
-            self.relative = ALiBiBias(check_int("n_heads", n_heads, minimum=1))
+            self.relative = ALiBiBias(n_heads)
         elif scheme == "t5":
             self.relative = RelativePositionBias(
-                check_int("n_heads", n_heads, minimum=1),
+                n_heads,
                 num_buckets=num_buckets,
                 max_distance=max_len,
                 bidirectional=not causal,
@@ -300,6 +291,16 @@ class ToyTransformer(nn.Module):
         )
         self.norm = nn.LayerNorm(self.d_model)
         self.head = nn.Linear(self.d_model, self.n_classes)
+
+    def _refuse_absurd_sizes(self, n_layers: int, max_len: int) -> None:
+        """Refuse, before allocating anything, float32 parameters past the memory limit."""
+        d = self.d_model
+        check_fits("vocab_size", [self.vocab_size, d], torch.float32, what="the token embedding")
+        check_fits("n_classes", [self.n_classes, d], torch.float32, what="the output layer")
+        check_fits("d_model", [4 * d, d], torch.float32, what="each MLP weight")
+        check_fits("n_layers", [n_layers, 12 * d, d], torch.float32, what="the blocks' parameters")
+        if self.scheme in ("sinusoidal", "learned"):
+            check_fits("max_len", [max_len, d], torch.float32, what="the position table")
 
     def _check_tokens(self, tokens: object) -> torch.Tensor:
         tokens = check_tensor("tokens", tokens)
@@ -471,9 +472,7 @@ TASKS: dict[str, type] = {"order": OrderTask, "previous": PreviousTokenTask, "la
 
 def make_task(name: str, **kwargs) -> Task:
     """``make_task("order")`` or ``make_task("previous", n_symbols=8)``."""
-    if not isinstance(name, str) or name not in TASKS:
-        raise ValueError(f"task must be one of {', '.join(map(repr, TASKS))}; got {name!r}")
-    return TASKS[name](**kwargs)
+    return TASKS[check_choice("task", name, tuple(TASKS))](**kwargs)
 
 
 def _check_task(task: object) -> Task:
@@ -563,13 +562,10 @@ def train(
     else:
         lo = hi = check_int("seq_len", seq_len, minimum=2)
     steps = check_int("steps", steps, minimum=1)
-    if isinstance(lr, bool) or not isinstance(lr, numbers.Real):
-        raise TypeError(f"lr must be a real number in (0, 1), got {lr!r} ({type(lr).__name__})")
-    if not 0 < lr < 1:
-        raise ValueError(f"lr must be a learning rate in (0, 1), got {lr!r}")
+    lr = check_real("lr", lr, above=0.0, below=1.0, hint="a learning rate")
     generator = torch.Generator().manual_seed(check_int("seed", seed))
     device = _device_of(model)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=float(lr))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     # learning rate decays linearly from lr to lr/steps: the last steps settle instead of spiking
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: 1.0 - done / steps)
     was_training = model.training
@@ -614,8 +610,7 @@ def evaluate(
     n = check_int("n", n, minimum=2)
     if isinstance(task, OrderTask) and n % 2:
         raise ValueError(f"n must be even for the order task (sequences come with their swapped twins), got {n}")
-    if not isinstance(extend_learned, bool):
-        raise TypeError(f"extend_learned must be True or False, got {extend_learned!r}")
+    extend_learned = check_bool("extend_learned", extend_learned)
     if extend_learned and isinstance(model.position, LearnedPositionalEmbedding) and seq_len > model.position.max_len:
         model = model.with_longer_table(seq_len, seed=seed)
     heads = model.blocks[0].attn.n_heads

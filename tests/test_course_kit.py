@@ -3,6 +3,7 @@ copies, the HTML site and the maintainers' CI workflow."""
 
 import contextlib
 import copy
+import html
 import io
 import json
 import re
@@ -334,28 +335,48 @@ def sites(tmp_path_factory):
     return out, course
 
 
-def test_site_pages_have_titles_navigation_local_math_and_no_solutions(sites):
+def links(page: str, css_class: str) -> list[str]:
+    """The targets of the links of one class, e.g. the theme's "left-prev" / "right-next"."""
+    return re.findall(rf'<a\s(?=[^>]*class="[^"]*\b{css_class}\b)[^>]*href="([^"]+)"', page)
+
+
+def test_site_pages_have_sidebar_navigation_buttons_local_math_and_no_solutions(sites):
     out, course = sites
     titles = [nbkit.notebook_title(load(p)) for p in course]
     for i, path in enumerate(course):
         page = (out / "student" / f"{path.stem}.html").read_text(encoding="utf-8")
-        assert f"<title>{titles[i]}</title>" in page.replace("&#39;", "'").replace("&amp;", "&")
-        assert 'href="index.html"' in page
-        nav_link = r'<a (?=[^>]*class="pe-(\w+)")(?=[^>]*href="([^"]+)")'
-        links = {(m.group(1), m.group(2)) for m in re.finditer(nav_link, page)}
-        want = {("index", "index.html")}
-        want |= {("next", f"{course[i + 1].stem}.html")} if i + 1 < len(course) else set()
-        want |= {("prev", f"{course[i - 1].stem}.html")} if i > 0 else set()
-        assert links - {link for link in links if link[0] == "colab"} == want
-        assert 'src="mathjax/MathJax.js?config=' in page and "cdnjs.cloudflare.com/ajax/libs/mathjax" not in page
+        assert html.unescape(re.search(r"<title>(.*?)</title>", page).group(1)).startswith(titles[i])
+        # the sidebar lists every notebook, in order
+        sidebar = page[page.index("bd-docs-nav") :]
+        here = 'class="current reference internal" href="#"'
+        positions = [sidebar.index(f'href="{p.stem}.html"') if p != path else sidebar.index(here) for p in course]
+        assert positions == sorted(positions)
+        assert links(page, "left-prev") == ([f"{course[i - 1].stem}.html"] if i > 0 else ["index.html"])
+        assert links(page, "right-next") == ([f"{course[i + 1].stem}.html"] if i + 1 < len(course) else [])
+        # the page's own buttons: Colab at the badge's ref, and the download of this notebook
+        colab = nbkit.badge_line(path.name).split("](")[-1].rstrip(")")
+        assert f'href="{colab}"' in page
+        assert f'href="_sources/{path.name}"' in page
+        # math and everything else from the site itself: no CDN
+        assert 'src="_static/mathjax/MathJax.js?config=' in page
+        assert re.findall(r'<(?:script|link)\b[^>]*(?:src|href)="(?:https?:)?//[^"]*"', page) == []
         assert "_solutions" not in page and nbkit.WIDGET_VIEW not in page
-        if list(chart_outputs(path)):
-            assert re.search(r'src="data:image/(png|jpeg);base64,', page)
-    assert (out / "student" / "mathjax" / "MathJax.js").exists()
+        assert "google.colab" not in page, "the setup cell is left off the page"
+        # charts: each stored chart is an image with alt text
+        charts = sum(1 for _ in chart_outputs(path))
+        alts = re.findall(r'<img alt="Chart: ([^"]+)" src="_images/', page)
+        assert len(alts) >= charts and all(a.strip() for a in alts)
+        # the download is the student copy, with its setup cell
+        download = nbformat.read(out / "student" / "_sources" / path.name, as_version=4)
+        assert not tagged(download.cells, nbkit.LINK_TAG) and nbkit.SETUP_TAG in download.cells[1].metadata["tags"]
+    assert (out / "student" / "_static" / "mathjax" / "MathJax.js").exists()
+    assert (out / "student" / "search.html").exists() and (out / "student" / "searchindex.js").exists()
     assert not (out / "student" / "solutions").exists()
     index = (out / "student" / "index.html").read_text()
-    positions = [index.index(p.stem + ".html") for p in course]
+    body = index[index.index("<article") :]
+    positions = [body.index(f'href="{p.stem}.html"') for p in course]
     assert positions == sorted(positions) and "solutions/" not in index
+    assert "The course map" in index and "How to run it" in index
 
 
 def test_instructor_site_links_the_solutions(sites):
@@ -364,13 +385,29 @@ def test_instructor_site_links_the_solutions(sites):
     if not present:
         pytest.skip("no solutions notebooks for these notebooks in this checkout")
     index = (out / "instructor" / "index.html").read_text()
+    assert "Solutions (instructor build)" in index
     for path in present:
         name = nbkit.solutions_for(path).stem
         assert f'href="solutions/{name}.html"' in index
         page = (out / "instructor" / "solutions" / f"{name}.html").read_text(encoding="utf-8")
-        assert 'href="../index.html"' in page and 'src="../mathjax/MathJax.js' in page
+        assert f'href="../{path.stem}.html"' in page  # (Sphinx loads MathJax only on pages with math)
         course_page = (out / "instructor" / f"{path.stem}.html").read_text(encoding="utf-8")
         assert f'href="solutions/{name}.html"' in course_page  # the link cell points to the page, not the .ipynb
+
+
+def test_home_page_course_map_is_the_readme_table():
+    rows = [r for r in nbkit.course_map().splitlines() if re.match(r"\|\s*\d\d\s*\|", r)]
+    assert [r.split("|")[1].strip() for r in rows] == [p.name[:2] for p in COURSE]
+    for row, path in zip(rows, COURSE):
+        assert f"]({path.name})" in row  # linked to the page, not to notebooks/...
+
+
+def test_setup_cell_is_collapsed_in_lab_and_a_form_on_colab():
+    for path in [*COURSE, *SOLUTIONS]:
+        cell = load(path)["cells"][1]
+        assert cell["metadata"].get("jupyter", {}).get("source_hidden") is True, path.name
+        assert cell["metadata"].get("cellView") == "form", path.name
+        assert source(cell).startswith("# @title "), path.name
 
 
 def test_widget_outputs_become_their_static_chart():

@@ -310,7 +310,7 @@ def test_roofline_draws_roof_and_points():
         (dict(bandwidth_gbps=float("inf")), ValueError, "bandwidth_gbps must be a finite"),
         (dict(bandwidth_gbps=float("nan")), ValueError, "bandwidth_gbps must be a finite"),
         (dict(peak_gflops=0.0), ValueError, "peak_gflops"),
-        (dict(peak_gflops="1e3"), TypeError, "peak_gflops must be a number"),
+        (dict(peak_gflops="1e3"), TypeError, "peak_gflops must be a real number"),
         (dict(bandwidth_gbps=True), TypeError, "bandwidth_gbps"),
         (dict(points=_points(intensity=[float("nan"), 1.0])), ValueError, r"points\['intensity'\].*'add'"),
         (dict(points=_points(gflops=[1.0, float("inf")])), ValueError, r"points\['gflops'\].*'matmul'"),

@@ -150,7 +150,6 @@ def test_bad_scaling_names_the_key():
         ({"rope_type": "linear"}, "'factor'"),
         ({"rope_type": "linear", "factor": 0.5}, "'factor'"),
         ({"rope_type": "linear", "factor": float("nan")}, "'factor'"),
-        ({"rope_type": "linear", "factor": "2"}, "'factor'"),
         ({"rope_type": "linear", "factor": 2.0, "beta_fast": 3.0}, "'beta_fast'"),
         ({"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}, "base="),
         ({"rope_type": "default", "partial_rotary_factor": 0.5}, "rotary_dim="),
@@ -169,7 +168,6 @@ def test_bad_scaling_names_the_key():
             },
             "'beta_fast'",
         ),
-        ({"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 64, "truncate": 1}, "'truncate'"),
         (
             {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 64, "attention_factor": -1},
             "'attention_factor'",
@@ -224,6 +222,19 @@ def test_bad_scaling_names_the_key():
             lambda s=scaling: apply_rope(torch.randn(3, 8), scaling=s),
         ):
             with pytest.raises(ValueError, match=match):
+                call()
+    wrong_kinds = [  # a value of the wrong kind is a TypeError, still naming the key
+        ({"rope_type": "linear", "factor": "2"}, "'factor'"),
+        ({"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 64, "truncate": 1}, "'truncate'"),
+        ({"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 64.0}, "'original_max"),
+        ({"rope_type": 3}, "rope_type"),
+    ]
+    for scaling, match in wrong_kinds:
+        for call in (
+            lambda s=scaling: scaled_frequencies(8, s),
+            lambda s=scaling: apply_rope(torch.randn(3, 8), scaling=s),
+        ):
+            with pytest.raises(TypeError, match=match):
                 call()
     with pytest.raises(TypeError, match="scaling"):
         scaled_frequencies(8, [("rope_type", "linear")])

@@ -391,7 +391,7 @@ def test_fusable_half_formula_equals_the_eager_one(dtype, inverse):
     from pe_lessons import _rope_fast
 
     x = torch.randn(2, 3, 40, 16, dtype=dtype)
-    tables = _rope_fast.Tables(rope_frequencies(16)).lookup(None, None, 40, x.device, dtype, "half")
+    tables = _rope_fast.CosSinCache(rope_frequencies(16)).lookup(None, None, 40, x.device, dtype, "half")
     eager = _rope_fast.rotate(x, tables, "half", inverse)
     fused = _rope_fast.rotate_fusable(x, tables, inverse)
     torch.testing.assert_close(fused, eager, rtol=0, atol=1e-6 if dtype == torch.float32 else 1e-14)
@@ -522,7 +522,7 @@ def test_positions_without_host_bounds_are_not_read_back():
     """Device-resident positions skip the cache: nothing is read back (no sync), the rows are computed directly."""
     from pe_lessons import _rope_fast
 
-    tables = _rope_fast.Tables(rope_frequencies(16))
+    tables = _rope_fast.CosSinCache(rope_frequencies(16))
     pos = torch.tensor([3, 70000, -5, 12])
     for layout in LAYOUTS:
         got = tables.lookup(pos, None, 4, pos.device, torch.float64, layout)

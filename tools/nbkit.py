@@ -17,7 +17,6 @@ drop tagged cells, export HTML) this module uses them and only adds the course's
 from __future__ import annotations
 
 import base64
-import html
 import io
 import re
 import shutil
@@ -111,8 +110,14 @@ def install_source() -> str:
     return f"git+{repo_url()}@{colab_ref()}"
 
 
+SETUP_TITLE = "Setup (Colab only): install the course's helper package; elsewhere this cell does nothing"
+# How the setup cell is shown: collapsed in JupyterLab (source_hidden) and as a one-line form on Colab
+# (a "# @title" first line, which Colab reads with or without the space and ruff formats with one, and
+# the cell in form view), so the first thing a student reads is the lesson.
+SETUP_METADATA = {"jupyter": {"source_hidden": True}, "cellView": "form"}
+
 SETUP_TEMPLATE = """\
-# Colab only: install this course's helper package (elsewhere this cell does nothing).
+# @title {title}
 import sys
 
 if "google.colab" in sys.modules:
@@ -145,7 +150,7 @@ if "google.colab" in sys.modules:
 
 
 def setup_source() -> str:
-    return SETUP_TEMPLATE.format(source=install_source())
+    return SETUP_TEMPLATE.format(source=install_source(), title=SETUP_TITLE)
 
 
 def _source(cell) -> str:
@@ -159,6 +164,9 @@ def _tags(cell) -> list[str]:
 
 def sync_notebook(nb: dict, notebook: str) -> bool:
     """Make the badge (first line of the first cell) and the setup cell (second cell) current.
+
+    The setup cell is also made to stay out of the way: collapsed in JupyterLab, a one-line form on Colab
+    (``SETUP_METADATA``).
 
     ``notebook`` is the path inside ``notebooks/`` (``01_x.ipynb`` or ``solutions/01_x_solutions.ipynb``).
     Returns whether anything changed. Raises ``ValueError`` for a notebook whose first two
@@ -183,6 +191,11 @@ def sync_notebook(nb: dict, notebook: str) -> bool:
     if _source(cells[1]) != setup_source():
         cells[1]["source"] = setup_source()
         changed = True
+    meta = cells[1].setdefault("metadata", {})
+    for key, value in SETUP_METADATA.items():
+        want = {**meta.get(key, {}), **value} if isinstance(value, dict) else value
+        if meta.get(key) != want:
+            meta[key], changed = want, True
     return changed
 
 
@@ -195,7 +208,7 @@ def prepare_for_execution(nb) -> None:
     from nbconvert.preprocessors import ClearMetadataPreprocessor
 
     ClearMetadataPreprocessor(  # drops e.g. execution timestamps and authoring tools' keys
-        preserve_cell_metadata_mask={"tags", "jupyter", "collapsed", "editable", "deletable"},
+        preserve_cell_metadata_mask={"tags", "jupyter", "collapsed", "editable", "deletable", "cellView"},
         preserve_nb_metadata_mask={"language_info", "kernelspec"},
     ).preprocess(nb, {})
     nb.metadata = nbformat.from_dict(nb.metadata)  # the preprocessor leaves plain dicts
@@ -319,30 +332,6 @@ def _widget_vegalite(state: dict, model_id: str | None, depth: int = 0):
             yield from _widget_vegalite(state, str(child).removeprefix("IPY_MODEL_"), depth + 1)
 
 
-_LOCAL_IPYNB = re.compile(r'href="(?![a-z][a-z0-9+.-]*:|/|#)([^"#?]+)\.ipynb([#?][^"]*)?"', re.I)
-
-
-def _link_pages(body: str) -> str:
-    """Relative links to notebooks point to their pages."""
-    return _LOCAL_IPYNB.sub(lambda m: f'href="{m.group(1)}.html{m.group(2) or ""}"', body)
-
-
-TEMPLATES = Path(__file__).resolve().parent / "templates"  # pe_site: the lab template, navigation, no CDN
-
-
-def nav_html(
-    prefix: str, prev: tuple[str, str] | None, nxt: tuple[str, str] | None, where: str, colab: str | None = None
-) -> str:
-    parts = [f'<a class="pe-index" href="{prefix}index.html">Index</a>']
-    if prev:
-        parts.append(f'<a class="pe-prev" rel="prev" href="{html.escape(prev[0])}">← {html.escape(prev[1])}</a>')
-    if nxt:
-        parts.append(f'<a class="pe-next" rel="next" href="{html.escape(nxt[0])}">{html.escape(nxt[1])} →</a>')
-    if colab:
-        parts.append(f'<a class="pe-colab" href="{html.escape(colab)}">Open in Colab</a>')
-    return f'<nav class="pe-nav {where}">' + "\n".join(parts) + "</nav>"
-
-
 def _drop_badge(nb) -> str | None:
     """Remove the Colab badge line from the header cell (an image from another host); returns its link."""
     first = nb.cells[0]
@@ -354,83 +343,107 @@ def _drop_badge(nb) -> str | None:
     return match.group(1)
 
 
-def index_html(entries: list[tuple[str, str]], solutions: list[tuple[str, str]] | None = None) -> str:
-    """The site's index page: the notebooks in order, linked (and their solutions, for instructors)."""
-    items = "\n".join(f'    <li><a href="{html.escape(href)}">{html.escape(title)}</a></li>' for href, title in entries)
-    extra = ""
+SITE_CONF = Path(__file__).resolve().parent / "site"  # Sphinx's conf.py and the home page's text
+HIDE_ON_SITE = "remove-cell"  # MyST-NB's tag for a cell the page leaves out (the Colab setup cell)
+
+
+def _chart_title(spec: dict) -> str | None:
+    title = spec.get("title")
+    if isinstance(title, dict):
+        title = title.get("text")
+    if isinstance(title, list):
+        title = " ".join(map(str, title))
+    return str(title) if title else None
+
+
+def site_page(nb, student: bool):
+    """A notebook as the site shows it: a student copy (if ``student``), no setup cell, widgets as their
+    static image, no badge (the page has its own Colab button), and each chart image with alt text
+    (its chart's title, or a plain description)."""
+    import nbformat
+
+    nb = student_copy(nb) if student else nbformat.from_dict(nb)
+    _drop_badge(nb)
+    widgets_to_static(nb)
+    for cell in nb.cells:
+        if SETUP_TAG in _tags(cell):
+            cell.metadata.setdefault("tags", []).append(HIDE_ON_SITE)
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if "image/png" in data:
+                spec = data.get("application/vnd.vegalite.v5+json") or {}
+                alt = _chart_title(spec) or "chart of the cell's result"
+                cell.metadata.setdefault("mystnb", {})["image"] = {"alt": f"Chart: {alt}"}
+    return nb
+
+
+def course_map() -> str:
+    """The course map of the README (its table of notebooks), with links to the site's pages."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## The notebooks", 1)[1]
+    rows = []
+    for line in section.splitlines()[1:]:
+        if line.startswith("|"):
+            rows.append(line)
+        elif rows:
+            break
+    return re.sub(r"\]\(notebooks/([^)]+?)\.ipynb\)", r"](\1.ipynb)", "\n".join(rows))
+
+
+def home_page(course: list[Path], solutions: list[Path]) -> str:
+    """The site's home page (MyST Markdown): tools/site/index.md with the course map and the table of contents."""
+    parts = {"Part I: the classic": [p for p in course if int(p.name[:2]) <= 8]}
+    parts["Part II: what practice moved to"] = [p for p in course if int(p.name[:2]) > 8]
     if solutions:
-        sols = "\n".join(f'    <li><a href="{html.escape(h)}">{html.escape(t)}</a></li>' for h, t in solutions)
-        extra = f"  <h2>Solutions (instructor build)</h2>\n  <ol>\n{sols}\n  </ol>\n"
-    return f"""<!DOCTYPE html>
-<html lang="en">
-<head><meta charset="utf-8"><title>{html.escape(SITE_TITLE)}</title>
-<style>body {{ font-family: sans-serif; max-width: 48rem; margin: 2rem auto; line-height: 1.5; }}</style>
-</head>
-<body>
-  <h1>{html.escape(SITE_TITLE)}</h1>
-  <p>An open course in Jupyter notebooks, from the sin/cos formula to rotary embeddings and
-  fast GPU code. Read the notebooks in order:</p>
-  <ol>
-{items}
-  </ol>
-{extra}  <p>Source, setup and tests: <a href="{html.escape(repo_url())}">{html.escape(repo_url())}</a></p>
-</body>
-</html>
-"""
+        parts["Solutions (instructor build)"] = solutions
+    toc = "\n\n".join(
+        f"```{{toctree}}\n:caption: {caption}\n:maxdepth: 1\n\n" + "\n".join(_doc_name(p) for p in paths) + "\n```"
+        for caption, paths in parts.items()
+        if paths
+    )
+    template = (SITE_CONF / "index.md").read_text(encoding="utf-8")
+    return template.format(course_map=course_map(), repo=repo_url(), toc=toc)
+
+
+def _doc_name(path: Path) -> str:
+    return path.with_suffix("").relative_to(NOTEBOOKS).as_posix()
 
 
 def build_site(out: Path, course: list[Path], instructor: bool = False, log=print) -> list[Path]:
-    """Export ``course`` notebooks (and, for instructors, their solutions) to a static site in ``out``.
+    """Build the course site in ``out`` with Sphinx (MyST-NB, book theme) from the stored outputs.
 
-    Student site: no ``solutions-link``/``solution`` cells, no solutions pages. Every page is titled
-    with its notebook's title and links to the index and the previous and next page; math renders
-    with the MathJax copy served with the site; widgets show their static chart.
+    Student site: the course notebooks as student copies (no ``solutions-link``/``solution`` cells),
+    no solutions. Instructor site: the notebooks as they are and their solutions. Returns the pages.
     """
-    import nbformat
-    from nbconvert import HTMLExporter
+    import subprocess
+    import sys
+    import tempfile
 
-    out.mkdir(parents=True, exist_ok=True)
-    _copy_mathjax(out / "mathjax")
-    pages: list[tuple[Path, str, object]] = []  # (target, title, notebook)
-    for path in course:
-        nb = nbformat.read(path, as_version=4)
-        pages.append((out / f"{path.stem}.html", notebook_title(nb), nb if instructor else student_copy(nb)))
-    sols: list[tuple[Path, str, object]] = []
-    if instructor:
-        for path in course:
-            sol = solutions_for(path)
-            if sol.exists():
-                nb = nbformat.read(sol, as_version=4)
-                sols.append((out / "solutions" / f"{sol.stem}.html", notebook_title(nb), nb))
-    written = []
-    for group, prefix in ((pages, ""), (sols, "../")):
-        exporter = HTMLExporter(
-            template_name="pe_site", extra_template_basedirs=[str(TEMPLATES)], mathjax_url=prefix + MATHJAX_URL
-        )
-        for i, (target, title, nb) in enumerate(group):
-            widgets_to_static(nb)
-            colab = _drop_badge(nb)
-            prev = (group[i - 1][0].name, group[i - 1][1]) if i > 0 else None
-            nxt = (group[i + 1][0].name, group[i + 1][1]) if i + 1 < len(group) else None
-            resources = {
-                "metadata": {"name": title},
-                "pe_nav_top": nav_html(prefix, prev, nxt, "top", colab),
-                "pe_nav_bottom": nav_html(prefix, prev, nxt, "bottom"),
-            }
-            body, _ = exporter.from_notebook_node(nb, resources=resources)
+    import nbformat
+
+    sols = [s for s in map(solutions_for, course) if s.exists()] if instructor else []
+    with tempfile.TemporaryDirectory(prefix="pe-site-") as tmp:
+        src = Path(tmp)
+        for path in [*course, *sols]:
+            target = src / path.relative_to(NOTEBOOKS)
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(_link_pages(body), encoding="utf-8")
-            written.append(target)
-            log(f"wrote {target}")
-    index = out / "index.html"
-    index.write_text(
-        index_html(
-            [(t.name, title) for t, title, _ in pages], [(f"solutions/{t.name}", title) for t, title, _ in sols] or None
-        ),
-        encoding="utf-8",
-    )
-    log(f"wrote {index}")
-    return [index, *written]
+            nbformat.write(site_page(nbformat.read(path, as_version=4), student=not instructor), target)
+        (src / "index.md").write_text(home_page(course, sols), encoding="utf-8")
+        _copy_mathjax(src / "_static" / "mathjax")
+        cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-c", str(SITE_CONF)]
+        cmd += ["-D", f"html_theme_options.repository_url={repo_url()}"]
+        cmd += ["-D", f"html_theme_options.repository_branch={colab_ref()}"]
+        cmd += ["-D", f"html_static_path={src / '_static'}"]  # a relative one would be read from SITE_CONF
+        cmd += [str(src), str(out)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"sphinx failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+        for line in done.stderr.splitlines():
+            log(line.replace(tmp + "/", ""))
+    pages = [out / "index.html", *(out / f"{_doc_name(p)}.html" for p in [*course, *sols])]
+    for page in pages:
+        log(f"wrote {page}")
+    return pages
 
 
 def _copy_mathjax(target: Path) -> None:

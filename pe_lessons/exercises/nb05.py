@@ -120,10 +120,37 @@ class _TrigCalled(Exception):
 _FORBIDDEN = {
     "math": ("sin", "cos", "atan", "atan2", "asin", "acos", "exp"),
     "cmath": ("sin", "cos", "exp", "phase", "polar", "rect", "atan", "asin", "acos", "log"),
-    "torch": ("sin", "cos", "atan", "atan2", "arctan", "arctan2", "asin", "acos", "arcsin", "arccos", "angle",
-              "polar", "exp", "log"),
-    "torch.Tensor": ("sin", "cos", "atan", "atan2", "arctan", "arctan2", "asin", "acos", "arcsin", "arccos",
-                     "angle", "exp", "log"),
+    "torch": (
+        "sin",
+        "cos",
+        "atan",
+        "atan2",
+        "arctan",
+        "arctan2",
+        "asin",
+        "acos",
+        "arcsin",
+        "arccos",
+        "angle",
+        "polar",
+        "exp",
+        "log",
+    ),
+    "torch.Tensor": (
+        "sin",
+        "cos",
+        "atan",
+        "atan2",
+        "arctan",
+        "arctan2",
+        "asin",
+        "acos",
+        "arcsin",
+        "arccos",
+        "angle",
+        "exp",
+        "log",
+    ),
     "numpy": ("sin", "cos", "arctan", "arctan2", "arcsin", "arccos", "angle", "exp", "log"),
 }
 
@@ -252,7 +279,8 @@ def _concat_permutation(d_model: int) -> torch.Tensor:
 
 @checker
 def check_concat_offset(
-    my_concat_offset: Callable[..., object] | None, cases: tuple[tuple[int, int], ...] = ((8, 3), (2, 1), (12, -5), (6, 40))
+    my_concat_offset: Callable[..., object] | None,
+    cases: tuple[tuple[int, int], ...] = ((8, 3), (2, 1), (12, -5), (6, 40)),
 ) -> Feedback:
     """Check ``my_concat_offset(k, d_model, base)``: the matrix ``M`` with ``PE_c(pos + k) = M PE_c(pos)`` for the
     concatenated ``[sin | cos]`` layout, i.e. ``M_k`` with rows and columns permuted (``M_k[perm][:, perm]``).

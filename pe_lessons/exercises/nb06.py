@@ -9,7 +9,19 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
-from ._feedback import Feedback, SetupError, _short, as_integer, as_number, attempt, checker, describe_error, failed, not_done, passed
+from ._feedback import (
+    Feedback,
+    SetupError,
+    _short,
+    as_integer,
+    as_number,
+    attempt,
+    checker,
+    describe_error,
+    failed,
+    not_done,
+    passed,
+)
 
 __all__ = [
     "check_learned_module",
@@ -195,7 +207,9 @@ def _check_forward(module: nn.Module, table: torch.Tensor, max_len: int, d_model
         return failed(f"forward must return a tensor shaped like x, {list(x.shape)}; got {shape}.")
     added = (out - x).detach().to(table.dtype)
     if not torch.allclose(added, table[:seq].detach().expand_as(added), atol=1e-6):
-        return failed(f"With seq = {seq} (max_len = {max_len}), out - x is not weight[:seq]: row pos goes to position pos.")
+        return failed(
+            f"With seq = {seq} (max_len = {max_len}), out - x is not weight[:seq]: row pos goes to position pos."
+        )
     return None
 
 
@@ -269,9 +283,13 @@ def check_order_breakers(answer: object) -> Feedback:
     try:
         items = list(answer)  # type: ignore[call-overload]
     except Exception:  # not iterable, or an iterator that raises
-        return failed(f"Answer with a list of letters from {sorted(ORDER_CHANGES)}, e.g. ['a', 'c']; got {_short(answer)}.")
+        return failed(
+            f"Answer with a list of letters from {sorted(ORDER_CHANGES)}, e.g. ['a', 'c']; got {_short(answer)}."
+        )
     if not all(isinstance(item, str) for item in items):
-        return failed(f"Answer with letters (strings) from {sorted(ORDER_CHANGES)}, e.g. ['a', 'c']; got {_short(items)}.")
+        return failed(
+            f"Answer with letters (strings) from {sorted(ORDER_CHANGES)}, e.g. ['a', 'c']; got {_short(items)}."
+        )
     chosen = {item.strip().lower() for item in items}
     unknown = sorted(chosen - set(ORDER_CHANGES))
     if unknown:
@@ -296,7 +314,12 @@ def check_order_breakers(answer: object) -> Feedback:
 def check_both_inside(answer: object, *, seq_len: int = 20, max_len: int = 12) -> Feedback:
     """Check the fraction of order-task sequences of ``seq_len`` tokens whose two markers (two distinct places
     drawn at random) both sit at trained positions ``0 … max_len-1``: ``max_len·(max_len−1) / (seq_len·(seq_len−1))``."""
-    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or not isinstance(max_len, int) or not 2 <= max_len <= seq_len:
+    if (
+        isinstance(seq_len, bool)
+        or not isinstance(seq_len, int)
+        or not isinstance(max_len, int)
+        or not 2 <= max_len <= seq_len
+    ):
         raise SetupError(f"need integers 2 <= max_len <= seq_len, got max_len={max_len!r}, seq_len={seq_len!r}")
     if _is_placeholder(answer):
         return not_done()
@@ -322,6 +345,4 @@ def check_both_inside(answer: object, *, seq_len: int = 20, max_len: int = 12) -
         return failed("That is the share with at least one marker beyond the trained positions: the complement.")
     if not 0 <= value <= 1:
         return failed(f"{value:g} is not a fraction: it must lie between 0 and 1.")
-    return failed(
-        "Not quite. Count the ordered pairs of distinct places, and those with both places below max_len."
-    )
+    return failed("Not quite. Count the ordered pairs of distinct places, and those with both places below max_len.")

@@ -106,7 +106,9 @@ def check_conversion_traffic(answer: object, *, low_bytes: int = 2, work_bytes: 
     Passes: ``(low + work) + (work + work) + (work + low)`` bytes per element, over ``2·low``.
     """
     if low_bytes not in _DTYPE_BYTES or work_bytes not in _DTYPE_BYTES or work_bytes <= low_bytes:
-        raise SetupError(f"low_bytes and work_bytes must be element sizes with low < work, got {low_bytes}, {work_bytes}")
+        raise SetupError(
+            f"low_bytes and work_bytes must be element sizes with low < work, got {low_bytes}, {work_bytes}"
+        )
     if is_placeholder(answer):
         return not_done()
     value, problem = as_number(answer, "a number (bytes moved divided by the compulsory bytes)")
@@ -122,17 +124,32 @@ def check_conversion_traffic(answer: object, *, low_bytes: int = 2, work_bytes: 
             "A fused kernel converts in registers and moves only the compulsory bytes."
         )
     hints = [
-        (((low + 4) + 8 + (4 + low)) / (2 * low), "That would be right for a float32 working copy (4 bytes per "
-                                                   f"element); here the working dtype takes {work} bytes."),
+        (
+            ((low + 4) + 8 + (4 + low)) / (2 * low),
+            "That would be right for a float32 working copy (4 bytes per "
+            f"element); here the working dtype takes {work} bytes.",
+        ),
         (3, "That counts kernels (passes), not bytes: add up what each pass reads and writes."),
         (moved, f"That is bytes per element ({moved}); divide by the compulsory bytes per element."),
-        (moved / (2 * work), f"You divided by the compulsory bytes of {_DTYPE_BYTES[work]}; the compulsory traffic is "
-                             f"reading and writing {_DTYPE_BYTES[low]}: {2 * low} bytes per element."),
-        (4 * work / (2 * low), "You left out the two conversion passes' traffic at the low-precision end, or counted "
-                                "the rotation only: every pass reads its whole input and writes its whole output."),
-        ((low + work + work + low) / (2 * low), "You left out the rotation pass: it reads and writes the working dtype too."),
-        ((work + 2 * work + work) / (2 * low), "Each conversion moves both sizes: convert up reads the low-precision "
-                                                "input and writes the working copy (and convert down the reverse)."),
+        (
+            moved / (2 * work),
+            f"You divided by the compulsory bytes of {_DTYPE_BYTES[work]}; the compulsory traffic is "
+            f"reading and writing {_DTYPE_BYTES[low]}: {2 * low} bytes per element.",
+        ),
+        (
+            4 * work / (2 * low),
+            "You left out the two conversion passes' traffic at the low-precision end, or counted "
+            "the rotation only: every pass reads its whole input and writes its whole output.",
+        ),
+        (
+            (low + work + work + low) / (2 * low),
+            "You left out the rotation pass: it reads and writes the working dtype too.",
+        ),
+        (
+            (work + 2 * work + work) / (2 * low),
+            "Each conversion moves both sizes: convert up reads the low-precision "
+            "input and writes the working copy (and convert down the reverse).",
+        ),
     ]
     for wrong, hint in hints:
         if abs(value - wrong) <= 0.01 * abs(wrong):

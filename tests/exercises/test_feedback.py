@@ -365,9 +365,13 @@ CORRECT = {
     "check_predicted_time": 2 * 32 * 4096 * 128 * 2 / 2e12 * 1e6,
     "check_concat_offset": lambda k, d, base=10000.0: _concat_offset(k, d, base),
     "check_both_inside": np.float64(12 * 11 / (20 * 19)),
-    "check_weight_conversion": lambda W, heads: _to_half(W.view(heads, -1, W.shape[1]).transpose(1, 2)).transpose(1, 2).reshape(W.shape),
+    "check_weight_conversion": lambda W, heads: (
+        _to_half(W.view(heads, -1, W.shape[1]).transpose(1, 2)).transpose(1, 2).reshape(W.shape)
+    ),
     "check_angle_fix": lambda p, d, base=10000.0: _cos_sin(p, d, base),
-    "check_full_turns": lambda d, base, context: sum(2 * math.pi * base ** (2 * i / d) <= context for i in range(d // 2)),
+    "check_full_turns": lambda d, base, context: sum(
+        2 * math.pi * base ** (2 * i / d) <= context for i in range(d // 2)
+    ),
     "check_conversion_traffic": torch.tensor(9.0),
 }
 

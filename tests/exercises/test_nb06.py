@@ -250,7 +250,9 @@ def test_check_both_inside():
     from pe_lessons.exercises.nb06 import check_both_inside
 
     want = 12 * 11 / (20 * 19)
-    assert check_both_inside(want).ok and check_both_inside(round(want, 3)).ok and check_both_inside(torch.tensor(want)).ok
+    assert (
+        check_both_inside(want).ok and check_both_inside(round(want, 3)).ok and check_both_inside(torch.tensor(want)).ok
+    )
     assert check_both_inside(12 * 11 / (16 * 15), seq_len=16).ok
     assert "independent" in check_both_inside((12 / 20) ** 2).message
     assert "one marker" in check_both_inside(12 / 20).message

@@ -8,12 +8,17 @@ line. Everything here computes the same numbers with fewer passes over memory:
   cached and grown on demand (:class:`CosSinCache`). :func:`pe_lessons.rotary.apply_rope` shares
   them through a cache bounded by **bytes** (:data:`CACHE_LIMIT_BYTES`; least recently used
   tables are dropped first, :func:`clear_cache` drops them all).
-- **Interleaved layout**: one complex multiplication (one pass over ``x``).
+- **Interleaved layout, eager**: one complex multiplication (one pass over ``x``).
 - **Half layout, eager**: the sin terms of each half are written straight into a
   preallocated output, then one multiply-add over the whole tensor adds the cos terms — no
-  ``rotate_half`` copy. **Under torch.compile** the half layout is traced as one out-of-place
-  formula instead, which Inductor fuses into a single loop; ``apply_rope`` traces without
-  graph breaks.
+  ``rotate_half`` copy.
+- **float16/bfloat16, eager**: rotated in float32 and rounded once. Eager PyTorch on a CPU
+  cannot fuse a dtype conversion into arithmetic, so the conversion up and the one down are
+  passes of their own (:func:`rotate` counts the bytes); the compiled path fuses them.
+- **Under torch.compile** both layouts are traced as one real-arithmetic, out-of-place formula
+  (:func:`rotate_fusable`; Inductor has no complex numbers) that Inductor fuses into a single
+  loop with the conversions inside, and ``apply_rope`` traces without graph breaks for every
+  form of positions (nothing is read back to the host, the cache is only read).
 - **Autograd**: :class:`RopeFunction` has the exact adjoint (the gradient of ``R_m x`` is
   ``R_{-m}`` applied to the incoming gradient) and a ``vmap`` rule, so ``torch.func``
   transforms (``grad``, ``vjp``, ``vmap``, ``jacrev``) work. Calls that need a gradient, and
@@ -23,9 +28,12 @@ line. Everything here computes the same numbers with fewer passes over memory:
 
 from __future__ import annotations
 
+import contextlib
 from collections import OrderedDict
 
 import torch
+
+from .sinusoidal import float64_device
 
 #: A cached table keeps at most this many cos (or sin) entries (rows × pairs); positions beyond it
 #: get their cos/sin computed directly (still from float64 angles), not cached.
@@ -35,14 +43,22 @@ MAX_TABLE_ENTRIES = 1 << 21
 CACHE_LIMIT_BYTES = 64 * 2**20
 
 
-def compute_device(device: torch.device) -> torch.device:
-    """Where float64 cos/sin can be computed (MPS and friends have no float64)."""
-    return device if device.type in ("cpu", "cuda") else torch.device("cpu")
-
-
 def working_dtype(dtype: torch.dtype) -> torch.dtype:
     """float64 stays float64; float32, float16 and bfloat16 are rotated in float32."""
     return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _table_context():
+    """Cached tables must be usable with autograd later: built outside inference mode, without a graph.
+
+    Under ``torch.compile`` nothing is cached (no side effects are traced), so no context is needed.
+    """
+    if compiling():
+        return contextlib.nullcontext()
+    stack = contextlib.ExitStack()
+    stack.enter_context(torch.inference_mode(False))
+    stack.enter_context(torch.no_grad())
+    return stack
 
 
 def cos_sin(
@@ -52,8 +68,8 @@ def cos_sin(
 
     ``positions`` of any shape ``S`` (integers or floats) give two tensors of shape ``S + [len(θ)]``.
     """
-    work = compute_device(device)
-    with torch.inference_mode(False), torch.no_grad():  # cached tables must be usable with autograd later
+    work = float64_device(device)  # MPS and friends have no float64
+    with _table_context():
         angles = positions.to(work, torch.float64)[..., None] * inv_freq.to(work, torch.float64)
         cos, sin = torch.cos(angles), torch.sin(angles)
         if factor != 1.0:
@@ -61,14 +77,32 @@ def cos_sin(
         return cos.to(device=device, dtype=dtype).contiguous(), sin.to(device=device, dtype=dtype).contiguous()
 
 
-def layout_tables(cos: torch.Tensor, sin: torch.Tensor, layout: str) -> tuple[torch.Tensor, ...]:
-    """The tables :func:`rotate` uses for ``layout``, from cos and sin (``[..., pairs]``).
+#: The forms of the rotation tables (:func:`layout_tables`), one per kernel of :func:`rotate`.
+TABLE_KINDS = ("complex", "half", "pairs")
 
-    interleaved: ``(cos + i·sin,)`` — exact, it only packs the two — or ``(cos, sin)``
-    where the device has no complex type; half: ``([cos | cos], -sin, sin)``.
+
+def table_kind(layout: str, dtype: torch.dtype) -> str:
+    """Which tables :func:`rotate` wants for ``layout`` and an input of ``dtype``.
+
+    Under ``torch.compile``: ``"pairs"`` (plain cos and sin, for the fused formula). Eager:
+    ``"complex"`` for the interleaved layout, ``"half"`` for the half layout (``dtype`` is kept
+    for kernels that would depend on it).
     """
-    with torch.inference_mode(False), torch.no_grad():  # cached tables must be usable with autograd later
-        if layout == "half":
+    if compiling():
+        return "pairs"
+    return "complex" if layout == "interleaved" else "half"
+
+
+def layout_tables(cos: torch.Tensor, sin: torch.Tensor, kind: str) -> tuple[torch.Tensor, ...]:
+    """The tables :func:`rotate` uses, from cos and sin (``[..., pairs]``), for a kind of :data:`TABLE_KINDS`.
+
+    ``"complex"``: ``(cos + i·sin,)`` — exact, it only packs the two — or ``(cos, sin)`` where the
+    device has no complex type; ``"half"``: ``([cos | cos], -sin, sin)``; ``"pairs"``: ``(cos, sin)``.
+    """
+    if kind == "pairs":
+        return cos, sin
+    with _table_context():
+        if kind == "half":
             return torch.cat((cos, cos), dim=-1), -sin, sin
         try:
             return (torch.complex(cos, sin),)
@@ -87,65 +121,105 @@ def compiling() -> bool:
     return bool(is_compiling and is_compiling())
 
 
+def _as_pairs(tables: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(cos, sin)`` from tables of any kind."""
+    if len(tables) == 2:
+        return tables[0], tables[1]
+    if len(tables) == 3:  # ([cos | cos], -sin, sin)
+        return tables[0][..., : tables[0].shape[-1] // 2], tables[2]
+    return tables[0].real, tables[0].imag
+
+
 def rotate(x: torch.Tensor, tables: tuple[torch.Tensor, ...], layout: str, inverse: bool) -> torch.Tensor:
     """Rotate ``x`` (``[..., seq, head_dim]``, any float dtype) with the tables of :func:`layout_tables`.
 
     The tables broadcast against ``x`` (``[seq, pairs]``, or ``[batch, 1, …, seq, pairs]`` for
     per-row positions). ``inverse`` rotates by the opposite angles. Computes in the tables'
     precision and returns ``x.dtype``.
+
+    Eager PyTorch runs every operation as its own pass over memory, and on a CPU it cannot fuse a
+    dtype conversion into arithmetic (an operation on float16/bfloat16 and float32 tensors first
+    converts into a temporary). So each eager kernel here is chosen for its passes (bytes moved
+    per element of ``x``, float32 ``x``: clone moves 8; bfloat16/float16: clone moves 4):
+
+    - interleaved, float32: one complex multiplication — 8 bytes, clone's traffic;
+    - interleaved, float16/bfloat16: one converting copy up to float32, an in-place complex
+      multiplication, one converting copy down — 20 bytes, what Hugging Face's five bfloat16
+      passes (``x·cos``, ``-x₂``, ``cat``, ``·sin``, ``+``) move, but rounded once, from float32;
+    - half, float32: the sin terms written into the output halves, then one multiply-add — 20;
+    - half, float16/bfloat16: the same around a converting copy up and one down — 32 bytes
+      (permuting the pairs next to each other during the conversion would save the difference,
+      but strided copies run far slower than contiguous ones on a CPU).
+
+    Under ``torch.compile`` (``"pairs"`` tables) both layouts are one out-of-place formula
+    (:func:`rotate_fusable`) that Inductor fuses into a single loop with the conversions inside:
+    clone's traffic in every dtype.
     """
-    multiplier = tables[0]  # the table x is multiplied by: cos + i·sin, [cos | cos], or cos
-    work = multiplier.dtype if layout == "half" or len(tables) == 2 else multiplier.real.dtype
-    xw = x if x.dtype == work else x.to(work)
-    if layout == "half" and compiling():
-        out = rotate_fusable(xw, tables, inverse)
-    elif len(tables) == 1:  # interleaved, complex table: one pass over x
-        if compiling() or not _complex_ready(xw):  # (strides and offsets are not traceable: copy when needed)
-            xw = xw.contiguous()
-        z = torch.view_as_complex(xw.unflatten(-1, (xw.shape[-1] // 2, 2)))
-        # (a + ib)(cos + i·sin) = (a·cos - b·sin) + i(a·sin + b·cos): pair (2i, 2i+1) turned by the angle
-        out = torch.view_as_real(z * (multiplier.conj() if inverse else multiplier)).flatten(-2)
-    elif layout == "half":
-        # y = [a | b]·[cos | cos] + [b·(-sin) | a·sin]  (y_a = a·cos - b·sin, y_b = b·cos + a·sin):
-        # the sin terms go straight into the two halves of the output (no rotate_half copy),
-        # then one multiply-add over the whole tensor adds the cos terms. Five passes' worth of
-        # memory traffic (read x, write out; read out and x, write out) against clone's two.
-        # The inverse rotation (-θ) swaps the roles of -sin and sin.
-        neg_sin, sin = (tables[2], tables[1]) if inverse else (tables[1], tables[2])
-        if multiplier.dim() <= 2:  # one table row per position: the output has x's shape
-            out = torch.empty_like(xw, memory_format=torch.contiguous_format)
-        else:  # per-row tables [batch, 1, …, seq, head_dim]
-            out = torch.empty(torch.broadcast_shapes(xw.shape, multiplier.shape), dtype=work, device=xw.device)
-        xa, xb = xw.chunk(2, -1)
-        oa, ob = out.chunk(2, -1)
-        torch.mul(xb, neg_sin, out=oa)
-        torch.mul(xa, sin, out=ob)
-        out.addcmul_(xw, multiplier)
-    else:  # interleaved without complex support
-        second = tables[1]
-        sign = -1.0 if inverse else 1.0
-        out = torch.empty(xw.shape, dtype=work, device=xw.device)
-        xa, xb, oa, ob = xw[..., 0::2], xw[..., 1::2], out[..., 0::2], out[..., 1::2]
-        torch.mul(xa, multiplier, out=oa).addcmul_(xb, second, value=-sign)
-        torch.mul(xb, multiplier, out=ob).addcmul_(xa, second, value=sign)
+    if compiling() or len(tables) == 2:  # the fused formula (also devices without complex numbers)
+        return rotate_fusable(x, *_as_pairs(tables), layout, inverse)
+    multiplier = tables[0]  # the table x is multiplied by: cos + i·sin, or [cos | cos]
+    if len(tables) == 1:
+        return _rotate_complex(x, multiplier.conj() if inverse else multiplier)
+    # half layout, float32/float64:
+    # y = [a | b]·[cos | cos] + [b·(-sin) | a·sin]  (y_a = a·cos - b·sin, y_b = b·cos + a·sin):
+    # the sin terms go straight into the two halves of the output (no rotate_half copy),
+    # then one multiply-add over the whole tensor adds the cos terms. Five passes' worth of
+    # memory traffic (read x, write out; read out and x, write out) against clone's two.
+    # The inverse rotation (-θ) swaps the roles of -sin and sin.
+    xw = x if x.dtype == multiplier.dtype else x.to(multiplier.dtype)
+    neg_sin, sin = (tables[2], tables[1]) if inverse else (tables[1], tables[2])
+    out = torch.empty(torch.broadcast_shapes(xw.shape, multiplier.shape), dtype=xw.dtype, device=xw.device)
+    xa, xb = xw.chunk(2, -1)
+    oa, ob = out.chunk(2, -1)
+    torch.mul(xb, neg_sin, out=oa)
+    torch.mul(xa, sin, out=ob)
+    out.addcmul_(xw, multiplier)
     return out if out.dtype == x.dtype else out.to(x.dtype)
 
 
-def rotate_fusable(xw: torch.Tensor, tables: tuple[torch.Tensor, ...], inverse: bool) -> torch.Tensor:
-    """The half-layout rotation as one out-of-place expression, for ``torch.compile`` to fuse.
+def _rotate_complex(x: torch.Tensor, multiplier: torch.Tensor) -> torch.Tensor:
+    """``x`` (interleaved) times ``cos + i·sin``, its pairs read as complex numbers ``a + i·b``.
 
-    Eager PyTorch runs each operation as its own pass over memory, which is why :func:`rotate`
-    writes into a preallocated output; a compiler instead fuses this formula into one loop that
-    reads ``x`` once and writes the result once (a ``clone``'s traffic), while the writes into
-    views of the eager version would be traced back into copies. (The interleaved layout's
-    complex multiplication is a single pass already.)
+    ``(a + ib)(cos + i·sin) = (a·cos - b·sin) + i(a·sin + b·cos)``: each pair turned by its angle.
     """
-    multiplier, neg_sin, sin = tables
+    work = multiplier.real.dtype
+    h = x.shape[-1] // 2
+    if x.dtype == work:  # one pass: the product is the output
+        xw = x if _complex_ready(x) else x.contiguous()
+        return torch.view_as_real(torch.view_as_complex(xw.unflatten(-1, (h, 2))) * multiplier).flatten(-2)
+    # float16/bfloat16: a converting copy into a float32 buffer, turned in place, converted back
+    shape = torch.broadcast_shapes(x.shape[:-1] + (h,), multiplier.shape)
+    pairs = torch.empty(shape + (2,), dtype=work, device=x.device)
+    pairs.copy_(x.unflatten(-1, (h, 2)))
+    torch.view_as_complex(pairs).mul_(multiplier)
+    return pairs.flatten(-2).to(x.dtype)
+
+
+def rotate_fusable(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool = False
+) -> torch.Tensor:
+    """The rotation as one out-of-place expression in real arithmetic, for ``torch.compile`` to fuse.
+
+    ``cos`` and ``sin`` (``[..., seq, pairs]``, the working precision) broadcast against ``x``.
+    A compiler fuses this formula, the conversion to the working precision and back included, into
+    one loop that reads ``x`` once and writes the result once (a ``clone``'s traffic); the eager
+    writes into views of :func:`rotate` would be traced back into copies, and Inductor has no
+    complex numbers. Half layout: ``y = x·cos + flip(x)·[-sin | sin]`` over the two halves seen as
+    ``[2, pairs]`` (affine loads the compiler vectorizes); interleaved: the two members of each
+    pair read with stride 2 and written side by side.
+    """
+    work = cos.dtype
+    xw = x if x.dtype == work else x.to(work)
     if inverse:
-        neg_sin, sin = sin, neg_sin
-    cos = multiplier[..., : multiplier.shape[-1] // 2]
-    a, b = xw.chunk(2, -1)
-    return torch.cat((a * cos + b * neg_sin, b * cos + a * sin), dim=-1)
+        sin = -sin
+    h = x.shape[-1] // 2
+    if layout == "half":
+        x2 = xw.unflatten(-1, (2, h))  # [..., 2, pairs]: row 0 the a's, row 1 the b's
+        sign = torch.tensor([[-1.0], [1.0]], dtype=work, device=cos.device)  # (a stacked table would be a kernel)
+        y = x2 * cos.unsqueeze(-2) + x2.flip(-2) * (sin.unsqueeze(-2) * sign)  # (a·cos - b·sin, b·cos + a·sin)
+        return y.flatten(-2).to(x.dtype)
+    a, b = xw[..., 0::2], xw[..., 1::2]
+    return torch.stack(((a * cos - b * sin).to(x.dtype), (a * sin + b * cos).to(x.dtype)), dim=-1).flatten(-2)
 
 
 class RopeFunction(torch.autograd.Function):
@@ -247,13 +321,19 @@ class CosSinCache:
         self._last_slice.clear()
         self.generation += 1
 
-    def layout_tables(self, layout: str) -> tuple[torch.Tensor, ...]:
-        """:func:`layout_tables` of the whole cache, built once per growth."""
-        tables = self._layout_tables.get(layout)
+    def layout_tables(self, kind: str) -> tuple[torch.Tensor, ...]:
+        """:func:`layout_tables` of the whole cache, built once per growth (``"pairs"`` are the cache itself)."""
+        if kind == "pairs":
+            return self.cos, self.sin
+        tables = self._layout_tables.get(kind)
         if tables is None:
-            tables = self._layout_tables[layout] = layout_tables(self.cos, self.sin, layout)
+            tables = self._layout_tables[kind] = layout_tables(self.cos, self.sin, kind)
             self.generation += 1
         return tables
+
+    def holds(self, length: int, device: torch.device, dtype: torch.dtype) -> bool:
+        """Does the cache hold positions ``0 … length-1`` on ``device`` in ``dtype`` already?"""
+        return self.cos.device == device and self.cos.dtype == dtype and length <= self.max_len
 
     def lookup(
         self,
@@ -262,37 +342,41 @@ class CosSinCache:
         seq: int,
         device: torch.device,
         dtype: torch.dtype,
-        layout: str,
+        kind: str,
     ) -> tuple[torch.Tensor, ...]:
-        """The rotation tables for ``positions`` (``None``: ``0 … seq-1``), shaped ``positions.shape + [k]``.
+        """The rotation tables of ``kind`` (:func:`table_kind`) for ``positions`` (``None``: ``0 … seq-1``).
 
-        ``positions`` is a checked int64 or float64 tensor on ``device``. ``bounds`` are its
-        smallest and largest values when known on the host; without them (a tensor on an
-        accelerator) nothing is read back — no synchronisation — and the rows are computed
-        directly from float64 angles instead of gathered from the cache.
+        Shaped ``positions.shape + [k]``. ``positions`` is a checked int64 or float64 tensor on
+        ``device``. ``bounds`` are its smallest and largest values when known on the host; without
+        them (a tensor on an accelerator, or any tensor under ``torch.compile``) nothing is read
+        back — no synchronisation, no graph break — and the rows are computed directly from float64
+        angles instead of gathered from the cache. Under ``torch.compile`` the cache is only read,
+        never grown (a traced function has no side effects): call once eagerly first, as a model's
+        first step does, and the compiled graph reads the cached rows.
         """
+        traced = compiling()
         if positions is None:
             key = (seq, device, dtype)
-            last = self._last_slice.get(layout)
+            last = self._last_slice.get(kind)
             if last is not None and last[0] == key:
                 return last[1]
-            if seq <= self.max_rows:
+            if traced and self.holds(seq, device, dtype):
+                return tuple(t[:seq] for t in self.layout_tables("pairs"))
+            if not traced and seq <= self.max_rows:
                 self.ensure(seq, device, dtype)
-                answer = tuple(t[:seq] for t in self.layout_tables(layout))
-                self._last_slice[layout] = (key, answer)
+                answer = tuple(t[:seq] for t in self.layout_tables(kind))
+                self._last_slice[kind] = (key, answer)
                 return answer
             positions = torch.arange(seq, device=device)
-            bounds = (0, seq - 1)
+            bounds = None if traced else (0, seq - 1)
         if positions.dtype == torch.long and bounds is not None and 0 <= bounds[0] and bounds[1] < self.max_rows:
-            if positions.numel() == 0:
-                self.ensure(1, device, dtype)
-            else:
-                self.ensure(bounds[1] + 1, device, dtype)
-            flat = positions.reshape(-1)
-            return tuple(t.index_select(0, flat).unflatten(0, positions.shape) for t in self.layout_tables(layout))
+            if not traced or self.holds(bounds[1] + 1, device, dtype):
+                self.ensure(max(bounds[1] + 1, 1), device, dtype)
+                flat = positions.reshape(-1)
+                return tuple(t.index_select(0, flat).unflatten(0, positions.shape) for t in self.layout_tables(kind))
         # fractional, negative, very large or device-resident positions: exact float64 angles, not cached
         cos, sin = cos_sin(positions, self.inv_freq, self.factor, device, dtype)
-        return layout_tables(cos, sin, layout)
+        return layout_tables(cos, sin, kind)
 
 
 _shared: OrderedDict[tuple, CosSinCache] = OrderedDict()
@@ -307,22 +391,29 @@ def shared_lookup(
     seq: int,
     device: torch.device,
     dtype: torch.dtype,
-    layout: str,
+    kind: str,
 ) -> tuple[torch.Tensor, ...]:
     """:meth:`CosSinCache.lookup` on the tables :func:`pe_lessons.rotary.apply_rope` shares.
 
     ``freq_key`` identifies ``(inv_freq, factor)``. One :class:`CosSinCache` per ``(freq_key, device,
     dtype)``; when one grows, the least recently used are dropped until all fit in
     :data:`CACHE_LIMIT_BYTES` (a table larger than that on its own is used for this call only).
+    Under ``torch.compile`` the shared tables are read, never created, grown or reordered.
     """
     key = (freq_key, str(device), dtype)
     tables = _shared.get(key)
+    if compiling():
+        if tables is None:  # nothing cached yet: exact float64 angles, computed in the graph
+            tables = CosSinCache(inv_freq, factor)
+            if positions is None:
+                positions, bounds = torch.arange(seq, device=device), None
+        return tables.lookup(positions, bounds, seq, device, dtype, kind)
     if tables is None:
         tables = _shared[key] = CosSinCache(inv_freq, factor)
     else:
         _shared.move_to_end(key)
     generation = tables.generation
-    answer = tables.lookup(positions, bounds, seq, device, dtype, layout)
+    answer = tables.lookup(positions, bounds, seq, device, dtype, kind)
     if tables.generation != generation:
         trim_cache()
     return answer

@@ -18,8 +18,8 @@ import math
 
 import torch
 
-from ._checks import check_base, check_d_model, check_device, check_fits, check_float_tensor, check_int
-from .sinusoidal import inverse_frequencies, pe_formula
+from ._checks import check_base, check_choice, check_d_model, check_device, check_fits, check_float_tensor, check_int
+from .sinusoidal import exact_rows, interleave, inverse_frequencies, pe_formula
 
 __all__ = [
     "loop_table",
@@ -78,10 +78,8 @@ def float64_angles_table(
     base = check_base(base)
     device = check_device(device)
     check_fits("max_len × d_model", (max_len, d_model), torch.float64, what="the float64 table")
-    angles = torch.arange(max_len, dtype=torch.float64, device=device)[:, None] * inverse_frequencies(d_model, base).to(
-        device
-    )
-    return torch.stack((torch.sin(angles), torch.cos(angles)), dim=-1).flatten(-2).to(torch.float32)
+    positions = torch.arange(max_len, dtype=torch.float64, device=device)
+    return exact_rows(positions, inverse_frequencies(d_model, base)).to(torch.float32)
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -148,14 +146,13 @@ def rope_reference(
     The angles use Python's ``pow``, independent of the package's frequency code.
     """
     x = check_float_tensor("x", x).double()
-    if layout not in ("interleaved", "half"):
-        raise ValueError(f'layout must be "interleaved" or "half", got {layout!r}')
+    layout = check_choice("layout", layout, ("interleaved", "half"))
     seq, head_dim = x.shape[-2], check_d_model(x.shape[-1], "x.shape[-1] (head_dim)")
     angles = rope_angles(_positions(positions, seq, x.device), head_dim, check_base(base))
     cos, sin = angles.cos(), angles.sin()
     if layout == "interleaved":
         a, b = x[..., 0::2], x[..., 1::2]
-        return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+        return interleave(a * cos - b * sin, a * sin + b * cos)
     a, b = x[..., : head_dim // 2], x[..., head_dim // 2 :]
     return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
 

@@ -46,6 +46,7 @@ from torch import nn
 from ._checks import (
     check_base,
     check_d_model,
+    check_fits,
     check_float_tensor,
     check_int,
     check_positive_int,
@@ -283,6 +284,7 @@ def mrope_position_ids(segments: Sequence[object], *, spatial_merge_size: int = 
     for index, item in enumerate(segments):
         if isinstance(item, numbers.Integral) and not isinstance(item, bool):
             n = check_int(f"segments[{index}]", item, minimum=1)
+            check_fits("segments", [3, start + n], torch.int64, what="the position ids")
             parts.append((torch.arange(n) + start).expand(3, n))
             start += n
             continue
@@ -294,6 +296,7 @@ def mrope_position_ids(segments: Sequence[object], *, spatial_merge_size: int = 
                 f"segments[{index}]: the grid's h = {h} and w = {w} must be multiples of spatial_merge_size = {k}"
             )
         h, w = h // k, w // k
+        check_fits("segments", [3, t * h * w], torch.int64, what=f"the position ids of segments[{index}]")
         frames = (torch.arange(t) * interval).long() + start
         tt, hh, ww = torch.meshgrid(frames, torch.arange(h) + start, torch.arange(w) + start, indexing="ij")
         parts.append(torch.stack((tt, hh, ww)).reshape(3, -1))
@@ -363,6 +366,7 @@ def axial_position_ids(height: int, width: int) -> torch.Tensor:
     """``[height·width, 2]`` (row, column) of the patches of an image, row by row, as Pixtral's vision encoder."""
     height = check_int("height", height, minimum=1)
     width = check_int("width", width, minimum=1)
+    check_fits("height", [height * width, 2], torch.int64, what="the patch positions")
     rows, cols = torch.meshgrid(torch.arange(height), torch.arange(width), indexing="ij")
     return torch.stack((rows.flatten(), cols.flatten()), dim=-1)
 

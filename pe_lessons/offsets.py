@@ -35,7 +35,7 @@ from typing import NamedTuple
 import torch
 
 from ._checks import check_base, check_d_model, check_fits, check_float_dtype, check_float_tensor, check_int
-from .sinusoidal import inverse_frequencies
+from .sinusoidal import angle_addition, angle_addition_subtables, inverse_frequencies
 
 __all__ = [
     "offset_blocks",
@@ -244,14 +244,7 @@ def table_by_rotation(
     work = torch.float64 if dtype == torch.float64 else torch.float32
     n_blocks = -(-max_len // block)
     check_fits("max_len × d_model", (n_blocks * block, d_model), work, what="the table")
-    inv_freq = inverse_frequencies(d_model, base)  # float64
-    # the exact rows PE(r), r < B, as (sin, cos) pairs: [B, h, 2]
-    fine = torch.arange(block, dtype=torch.float64)[:, None] * inv_freq
-    rows = torch.stack((torch.sin(fine), torch.cos(fine)), -1).to(work)
-    # the rotations M_{qB}: c = cos(qBω), s = sin(qBω), each [n_blocks, h]
-    coarse = torch.arange(n_blocks, dtype=torch.float64)[:, None] * (block * inv_freq)
-    c, s = torch.cos(coarse).to(work)[:, None, :], torch.sin(coarse).to(work)[:, None, :]
-    sin_r, cos_r = rows[None, ..., 0], rows[None, ..., 1]
-    # block i of M_{qB} applied to (sin r, cos r): [c·sin + s·cos, −s·sin + c·cos]
-    out = torch.stack((c * sin_r + s * cos_r, c * cos_r - s * sin_r), -1)  # [n_blocks, B, h, 2]
-    return out.reshape(n_blocks * block, d_model)[:max_len].to(dtype)
+    # the exact rows PE(r), r < B, and the rotations M_{qB} (cos and sin of qB·ω), each rounded once to `work`
+    subtables = angle_addition_subtables(n_blocks, inverse_frequencies(d_model, base), block=block, dtype=work)
+    # block i of M_{qB} applied to (sin rω, cos rω): (sin(qBω + rω), cos(qBω + rω)) by angle addition
+    return angle_addition(*subtables, max_len).to(dtype)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import altair as alt
 import pandas as pd
@@ -78,7 +79,7 @@ def heatmap(
     title: str = "Positional encoding",
     width: int = 420,
     height: int = 260,
-    how: str = "mean",
+    how: str = "minmax",
     max_rows: int | None = None,
     max_cols: int | None = None,
     start_pos: int = 0,
@@ -90,9 +91,11 @@ def heatmap(
     (or one with ``max_rows``/``max_cols`` set) is first reduced by
     :func:`reduce_table` to at most ``max_rows`` position bands and ``max_cols``
     (default 128) column bands, so the chart never holds more than
-    :data:`MAX_ROWS` data rows; each block is coloured by its ``mean`` (default),
-    drawn as two half-cells ``min`` | ``max`` (``how="minmax"``), or — to show
-    the aliasing illusion on purpose — by its first entry (``how="stride"``).
+    :data:`MAX_ROWS` data rows; each block is drawn as two half-cells ``min`` |
+    ``max`` (``how="minmax"``, the default: nothing the table does is hidden),
+    coloured by its ``mean`` (``how="mean"``, a box filter: a column whose period
+    lies between one and two bands leaks through as a false, slower wave), or — to
+    show the aliasing illusion on purpose — by its first entry (``how="stride"``).
     Bands are labelled by their first position/column (``pos``, ``dimension``).
     ``start_pos``/``start_dim`` label a slice of a larger table.
     """
@@ -275,7 +278,7 @@ def wavelength_chart(
     y = alt.Y("wavelength:Q", title="wavelength (positions, log scale)", scale=alt.Scale(type="log"))
     x = alt.X("i:Q", title="i (pair; columns 2i, 2i+1)")
     tooltip = ["i", alt.Tooltip("dimension:Q", title="dimension (sin column)"), "wavelength"]
-    color: alt.Color | alt.utils.Undefined = alt.Undefined
+    color: Any = alt.Undefined
     if threshold is not None:
         frame["period"] = ["≤ threshold" if w <= threshold else "> threshold" for w in frame["wavelength"]]
         color = alt.Color(
@@ -315,6 +318,7 @@ def similarity_heatmap(
     sim = _check_table(similarity, "similarity")
     max_rows = _check_limit("max_rows", max_rows)
     n, m = sim.shape
+    chart_title: str | alt.TitleParams = title
     if max_rows is None and n * m <= MAX_ROWS:
         nr, nc = n, m
     else:
@@ -326,10 +330,10 @@ def similarity_heatmap(
     else:
         frame = reduce_table(sim, nr, nc, how="mean").drop(columns=["pos_end", "dimension_end"])
         subtitle = f"each cell: mean of {_sizes(_edges(n, nr), 'position')} × {_sizes(_edges(m, nc), 'position')}"
-        title = _title(title, subtitle)
+        chart_title = _title(title, subtitle)
     frame = frame.rename(columns={"pos": "p", "dimension": "q", "value": "score"})
     return (
-        alt.Chart(frame, title=title)
+        alt.Chart(frame, title=chart_title)
         .mark_rect()
         .encode(
             x=alt.X("q:O", title="q (pos)", axis=alt.Axis(labelOverlap=True)),

@@ -229,6 +229,8 @@ class ALiBiBias(nn.Module):
     No parameters: the slopes are a fixed (non-persistent) buffer.
     """
 
+    slopes: torch.Tensor
+
     def __init__(self, n_heads: int) -> None:
         super().__init__()
         self.n_heads = check_int("n_heads", n_heads, minimum=1)

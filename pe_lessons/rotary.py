@@ -145,12 +145,16 @@ def rope_formula(
 
 
 def _definition_inputs(
-    x: object, positions: object, base: object, layout: object, scaling: object, rotary_dim: object
+    x: object,
+    positions: object,
+    base: float,
+    layout: object,
+    scaling: Mapping[str, object] | None,
+    rotary_dim: object,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, float, int]:
     """:func:`rope_formula`'s arguments, checked: ``x``, the positions ``m`` (float64, ``[seq]`` or
     ``[batch, 1, …, 1, seq]``, so they broadcast against ``x``), ``θ'_i``, the attention factor and ``rotary_dim``."""
-    x, pos, bounds = _check_call(x, positions, layout, rotary_dim)
-    r = x.shape[-1] if rotary_dim is None else int(rotary_dim)  # type: ignore[call-overload]
+    x, pos, bounds, r = _check_call(x, positions, layout, rotary_dim)
     params = _check_scaling(scaling, r)
     theta, attention = scaled_frequencies(r, scaling, base=base, seq_len=_sequence_length(params, x, pos, bounds))
     work = float64_device(x.device)
@@ -488,15 +492,15 @@ def apply_rope(
     under ``torch.func`` and ``torch.compile``. Integer positions on an accelerator are used
     without reading them back (no synchronisation); pass CPU positions (or a list) to use the cache.
     """
-    x, pos, bounds = _check_call(x, positions, layout, rotary_dim)
+    x, pos, bounds, r = _check_call(x, positions, layout, rotary_dim)
     base = check_base(base)
-    r = x.shape[-1] if rotary_dim is None else int(rotary_dim)  # type: ignore[call-overload]
     params = _check_scaling(scaling, r)
     key = (r, base, _hashable(params), _length_seen(params, _sequence_length(params, x, pos, bounds)))
     # (torch.compile traces the rule itself: its answer becomes a constant of the graph)
     theta, attention = _rule_frequencies_constant(*key)
     dtype = fast.working_dtype(x.dtype)
-    tables = fast.shared_lookup(key, theta, attention, pos, bounds, x.shape[-2], x.device, dtype, layout)
+    kind = fast.table_kind(layout, x.dtype)
+    tables = fast.shared_lookup(key, theta, attention, pos, bounds, x.shape[-2], x.device, dtype, kind)
     return _rotate_first(x, tables, layout, r, pos)
 
 
@@ -580,9 +584,10 @@ class RotaryEmbedding(nn.Module):
         return cache
 
     def forward(self, x: torch.Tensor, positions: Positions = None) -> torch.Tensor:
-        x, pos, bounds = _check_call(x, positions, self.layout, None, head_dim=self.head_dim)
+        x, pos, bounds, _ = _check_call(x, positions, self.layout, None, head_dim=self.head_dim)
         cache = self._cache_for(_length_seen(self.scaling, _sequence_length(self.scaling, x, pos, bounds)))
-        tables = cache.lookup(pos, bounds, x.shape[-2], x.device, fast.working_dtype(x.dtype), self.layout)
+        kind = fast.table_kind(self.layout, x.dtype)
+        tables = cache.lookup(pos, bounds, x.shape[-2], x.device, fast.working_dtype(x.dtype), kind)
         return _rotate_first(x, tables, self.layout, self.rotary_dim, pos)
 
     def extra_repr(self) -> str:
@@ -673,20 +678,20 @@ def _check_rotary_dim(rotary_dim: object, head_dim: int) -> int:
 
 def _check_call(
     x: object, positions: object, layout: object, rotary_dim: object, *, head_dim: int | None = None
-) -> tuple[torch.Tensor, torch.Tensor | None, tuple | None]:
+) -> tuple[torch.Tensor, torch.Tensor | None, tuple | None, int]:
     """Check the arguments every RoPE entry point shares.
 
-    Returns ``x``, the positions (``None``, or int64/float64 on ``x``'s device) and their
-    host-known ``(min, max)`` (``None`` when only the device knows them: nothing is read back).
+    Returns ``x``, the positions (``None``, or int64/float64 on ``x``'s device), their
+    host-known ``(min, max)`` (``None`` when only the device knows them: nothing is read back)
+    and the number of features that turn (``rotary_dim``, by default all of them).
     """
     x = _check_x(x)
     if head_dim is not None and x.shape[-1] != head_dim:
         raise ValueError(f"x.shape[-1] must be head_dim = {head_dim}, got shape {list(x.shape)}")
     check_choice("layout", layout, LAYOUTS, hint=_LAYOUT_HINT)
-    if rotary_dim is not None:
-        _check_rotary_dim(rotary_dim, x.shape[-1])
+    r = x.shape[-1] if rotary_dim is None else _check_rotary_dim(rotary_dim, x.shape[-1])
     pos, bounds = _check_positions(positions, x)
-    return x, pos, bounds
+    return x, pos, bounds, r
 
 
 def _sequence_length(
@@ -720,7 +725,8 @@ def _check_positions(positions: object, x: torch.Tensor) -> tuple[torch.Tensor |
     positions = _check_position_values(positions)
     _check_position_shape(positions, x)
     bounds = None
-    if positions.device.type == "cpu" and positions.numel():
+    # (under torch.compile a read back would break the graph: the tables are then computed in it)
+    if positions.device.type == "cpu" and positions.numel() and not fast.compiling():
         lo, hi = torch.aminmax(positions)
         bounds = (lo.item(), hi.item())
     return positions.to(x.device), bounds
@@ -742,7 +748,8 @@ def _check_position_values(positions: object) -> torch.Tensor:
     if not positions.dtype.is_floating_point:
         return positions.to(torch.long)
     positions = positions.to(torch.float64)
-    if positions.numel() and not bool(torch.isfinite(positions).all()):
+    # (checked by eager calls; under torch.compile reading the answer back would break the graph)
+    if positions.numel() and not fast.compiling() and not bool(torch.isfinite(positions).all()):
         raise ValueError("positions must be finite numbers (no NaN or infinity)")
     return positions
 
@@ -766,14 +773,15 @@ def _check_position_shape(positions: torch.Tensor, x: torch.Tensor) -> None:
 
 def _from_sequence(values: Sequence[object]) -> torch.Tensor:
     """A list or tuple of numbers: int64 when all are integers, float64 when any is a float."""
-    items, floating = [], False
+    items: list[int | float] = []
+    floating = False
     for v in values:
         if isinstance(v, bool) or (isinstance(v, torch.Tensor) and v.dtype == torch.bool):
             raise TypeError(f"positions must hold integers or real numbers, got a sequence with a bool item: {v!r}")
         if isinstance(v, torch.Tensor) and v.dim() == 0 and not v.dtype.is_complex:
             v = v.item()
         try:
-            items.append(operator.index(v))  # Python ints, numpy integers
+            items.append(operator.index(v))  # type: ignore[arg-type]  # Python ints, numpy integers
             continue
         except TypeError:
             pass

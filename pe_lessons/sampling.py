@@ -169,13 +169,13 @@ def apparent_period(values: torch.Tensor | Sequence[float], spacing: float = 1.0
     crossings are visible (no period can be read off).
     """
     if isinstance(values, torch.Tensor):
-        v = values.detach().to("cpu", torch.float64).reshape(-1) if values.dim() == 1 else None
+        if values.dim() != 1:
+            raise ValueError(f"values must be 1-D, got shape {list(values.shape)}")
+        v = values.detach().to("cpu", torch.float64)
     elif isinstance(values, Sequence) and not isinstance(values, (str, bytes)):
         v = torch.tensor([float(x) for x in values], dtype=torch.float64)
     else:
         raise TypeError(f"values must be a 1-D tensor or a sequence of numbers, got {type(values).__name__}")
-    if v is None:
-        raise ValueError(f"values must be 1-D, got shape {list(values.shape)}")
     spacing = check_real("spacing", spacing, above=0.0)
     v = v - v.mean()
     nz = torch.nonzero(v != 0, as_tuple=True)[0]  # exact zeros are skipped: a sign change across them counts once

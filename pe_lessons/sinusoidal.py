@@ -62,6 +62,10 @@ __all__ = [
     "SinusoidalPositionalEncoding",
     "interleave",
     "float64_device",
+    "powers_of_base",
+    "exact_rows",
+    "angle_addition_subtables",
+    "angle_addition",
 ]
 
 
@@ -97,8 +101,12 @@ def inverse_frequencies(d_model: int, base: float = 10000.0, *, dtype: torch.dty
     base = check_base(base)
     dtype = check_float_dtype(dtype)
     check_fits("d_model", (d_model // 2,), torch.float64, what="the frequencies")
-    exponents = torch.arange(0, d_model, 2, dtype=torch.float64) / d_model
-    return torch.exp(-exponents * math.log(base)).to(dtype)
+    return powers_of_base(torch.arange(0, d_model, 2, dtype=torch.float64) / d_model, base).to(dtype)
+
+
+def powers_of_base(exponents: torch.Tensor, base: float) -> torch.Tensor:
+    """``base**(-exponents)`` in float64, computed as ``exp(-e·ln base)`` (as every frequency here)."""
+    return torch.exp(-exponents.to(torch.float64) * math.log(base))
 
 
 def wavelengths(d_model: int, base: float = 10000.0) -> torch.Tensor:
@@ -119,9 +127,10 @@ def float64_device(device: torch.device) -> torch.device:
     return device if device.type in ("cpu", "cuda", "meta") else torch.device("cpu")
 
 
-def _exact_table(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
-    """float64 table for float64 ``positions`` (any shape ``[n]``)."""
-    angles = positions[:, None] * inv_freq[None, :]
+def exact_rows(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
+    """The rows ``PE(pos)`` for float64 ``positions`` ``[n]`` and frequencies ``inv_freq``, in float64 (no rounding
+    but the last one of each sin and cos), on the positions' device."""
+    angles = positions[:, None] * inv_freq.to(positions.device)[None, :]
     return interleave(torch.sin(angles), torch.cos(angles))
 
 
@@ -137,12 +146,19 @@ _SUBTABLES_MAX_ENTRIES = 8
 _SUBTABLES_MAX_BYTES = 16 * 2**20
 
 
-def _subtables_cpu(n_blocks: int, inv_freq: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """float32 ``sin, cos`` of ``r·ω`` (``r < B``) and of ``qB·ω`` (``q < n_blocks``), from float64 on the CPU."""
-    fine = torch.arange(BLOCK, dtype=torch.float64)[:, None] * inv_freq  # r·ω, r < B
-    coarse = torch.arange(n_blocks, dtype=torch.float64)[:, None] * (BLOCK * inv_freq)  # qB·ω
-    f32 = torch.float32
-    return torch.sin(fine).to(f32), torch.cos(fine).to(f32), torch.sin(coarse).to(f32), torch.cos(coarse).to(f32)
+def angle_addition_subtables(
+    n_blocks: int, inv_freq: torch.Tensor, *, block: int = BLOCK, dtype: torch.dtype = torch.float32
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``sin, cos`` of ``r·ω`` (``r < block``) and of ``qB·ω`` (``q < n_blocks``), from float64 on the CPU,
+    rounded once to ``dtype``: the only sines and cosines :func:`angle_addition` needs."""
+    fine = torch.arange(block, dtype=torch.float64)[:, None] * inv_freq  # r·ω, r < B
+    coarse = torch.arange(n_blocks, dtype=torch.float64)[:, None] * (block * inv_freq)  # qB·ω
+    return (
+        torch.sin(fine).to(dtype),
+        torch.cos(fine).to(dtype),
+        torch.sin(coarse).to(dtype),
+        torch.cos(coarse).to(dtype),
+    )
 
 
 def _subtables(n_blocks: int, d_model: int, base: float, device: torch.device) -> tuple[torch.Tensor, ...]:
@@ -156,7 +172,7 @@ def _subtables(n_blocks: int, d_model: int, base: float, device: torch.device) -
     if cached is not None and cached[2].shape[0] >= n_blocks:
         sin_f, cos_f, sin_c, cos_c = cached
         return sin_f, cos_f, sin_c[:n_blocks], cos_c[:n_blocks]
-    tables = tuple(t.to(device) for t in _subtables_cpu(n_blocks, inverse_frequencies(d_model, base)))
+    tables = tuple(t.to(device) for t in angle_addition_subtables(n_blocks, inverse_frequencies(d_model, base)))
     if 2 * n_blocks * (d_model // 2) * 4 <= _SUBTABLES_MAX_BYTES:
         _SUBTABLES.pop(key, None)
         while len(_SUBTABLES) >= _SUBTABLES_MAX_ENTRIES:
@@ -172,27 +188,30 @@ def _angle_addition_table(max_len: int, d_model: int, base: float, device: torch
     n_blocks = -(-max_len // block)
     if torch.compiler.is_compiling():
         # traced by torch.compile: no cache, and no out= writes into views (they break AOTAutograd)
-        tables = _subtables_cpu(n_blocks, inverse_frequencies(d_model, base))
+        tables = angle_addition_subtables(n_blocks, inverse_frequencies(d_model, base))
         sin_f, cos_f, sin_c, cos_c = (t.to(device) for t in tables)
         sin_c, cos_c = sin_c[:, None, :], cos_c[:, None, :]
         out = torch.stack((sin_c * cos_f + cos_c * sin_f, cos_c * cos_f - sin_c * sin_f), dim=-1)
         return out.reshape(n_blocks * block, 2 * half)[:max_len]
     if device.type == "cpu":  # cheap here (~0.1 ms), and every sin/cos evaluation stays visible to a tracer
-        sin_f, cos_f, sin_c, cos_c = _subtables_cpu(n_blocks, inverse_frequencies(d_model, base))
+        sin_f, cos_f, sin_c, cos_c = angle_addition_subtables(n_blocks, inverse_frequencies(d_model, base))
     else:  # a GPU: the sub-tables come from the cache, so the device does all the work of a call
         sin_f, cos_f, sin_c, cos_c = _subtables(n_blocks, d_model, base, device)
-    return _combine(sin_f, cos_f, sin_c, cos_c, max_len)
+    return angle_addition(sin_f, cos_f, sin_c, cos_c, max_len)
 
 
-def _combine(
+def angle_addition(
     sin_f: torch.Tensor, cos_f: torch.Tensor, sin_c: torch.Tensor, cos_c: torch.Tensor, max_len: int
 ) -> torch.Tensor:
-    """Rows ``qB + r`` from the sub-tables, by angle addition, on the sub-tables' device (eager)."""
+    """Rows ``PE(qB + r)``, ``[max_len, 2·half]``, from the sub-tables of :func:`angle_addition_subtables`.
+
+    Every entry is two products and a sum in the sub-tables' dtype, on their device (eager: it
+    writes into one preallocated table and one half-size scratch tensor).
+    """
     n_blocks, half = sin_c.shape
     block = sin_f.shape[0]
-    to = dict(dtype=torch.float32, device=sin_f.device)
-    out = torch.empty(n_blocks, block, half, 2, **to)
-    tmp = torch.empty(n_blocks, block, half, **to)
+    out = torch.empty(n_blocks, block, half, 2, dtype=sin_f.dtype, device=sin_f.device)
+    tmp = torch.empty(n_blocks, block, half, dtype=sin_f.dtype, device=sin_f.device)
     sin_c, cos_c = sin_c[:, None, :], cos_c[:, None, :]
     # sin(a + b) = sin a cos b + cos a sin b ;  cos(a + b) = cos a cos b - sin a sin b
     # Separate multiplies and adds (not addcmul): each is one IEEE rounding whatever the CPU's
@@ -236,7 +255,7 @@ def sinusoidal_table(
     work = float64_device(device)
     inv_freq = inverse_frequencies(d_model, base)  # float64, on the CPU
     positions = torch.arange(max_len, dtype=torch.float64, device=work)
-    return _exact_table(positions, inv_freq.to(work)).to(dtype=dtype, device=device)
+    return exact_rows(positions, inv_freq).to(dtype=dtype, device=device)
 
 
 class SinusoidalPositionalEncoding(nn.Module):

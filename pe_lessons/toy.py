@@ -48,9 +48,10 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import cast
 
 import pandas as pd
 import torch
@@ -88,6 +89,7 @@ __all__ = [
     "make_model",
     "train",
     "evaluate",
+    "with_nope_layers",
 ]
 
 #: ``rotate(q, k, positions) -> (q, k)``: q and k are ``[batch, heads, seq, head_dim]``,
@@ -213,6 +215,8 @@ class EncoderBlock(nn.Module):
     ``causal=True`` makes it a decoder block (each token attends to itself and earlier tokens only).
     """
 
+    attn: MultiHeadSelfAttention
+
     def __init__(
         self,
         d_model: int,
@@ -336,7 +340,7 @@ class ToyTransformer(nn.Module):
         x = self._embed(tokens)
         positions = torch.arange(tokens.shape[1], device=x.device)
         weights = []
-        for block in self.blocks:
+        for block in cast(list[EncoderBlock], self.blocks):
             weights.append(block.attn.weights(block.norm1(x), positions))
             x = block(x, positions)
         return torch.stack(weights)
@@ -613,7 +617,7 @@ def evaluate(
     extend_learned = check_bool("extend_learned", extend_learned)
     if extend_learned and isinstance(model.position, LearnedPositionalEmbedding) and seq_len > model.position.max_len:
         model = model.with_longer_table(seq_len, seed=seed)
-    heads = model.blocks[0].attn.n_heads
+    heads = cast(EncoderBlock, model.blocks[0]).attn.n_heads
     check_fits("n", [n, heads, seq_len, seq_len], torch.float32, what="one layer's attention scores")
     tokens, labels = task.sample(n, seq_len, torch.Generator().manual_seed(check_int("seed", seed)))
     device = _device_of(model)
@@ -626,3 +630,33 @@ def evaluate(
     finally:
         model.train(was_training)
     return {"loss": loss.item(), "accuracy": accuracy}
+
+
+# --------------------------------------------------------------------------- layers without RoPE
+
+
+def with_nope_layers(model: ToyTransformer, layers: Sequence[int]) -> ToyTransformer:
+    """A copy of a ``"rotary"`` model whose attention in ``layers`` (0-based) rotates nothing: NoPE layers
+    among RoPE layers, as Llama 4 and SmolLM3 interleave them (see :func:`pe_lessons.models.nope_layers`).
+
+    The weights are copied unchanged (the rotation has no parameters), so a fresh model from
+    :func:`make_model` with its NoPE layers set this way starts from the same initial weights as the
+    all-RoPE model of the same seed.
+    """
+    if not isinstance(model, ToyTransformer):
+        raise TypeError(f"model must be a ToyTransformer (see make_model), got {type(model).__name__}")
+    if model.scheme != "rotary":
+        raise ValueError(f"with_nope_layers needs a scheme='rotary' model, this one uses {model.scheme!r}")
+    if isinstance(layers, (str, bytes)) or not isinstance(layers, Sequence):
+        raise TypeError(f"layers must be a list of layer indices, got {type(layers).__name__}")
+    n = len(model.blocks)
+    chosen = set()
+    for i in layers:
+        i = check_int("layers item", i, minimum=0)
+        if i >= n:
+            raise ValueError(f"layers must be indices below the model's {n} layers, got {i}")
+        chosen.add(i)
+    twin = copy.deepcopy(model)
+    for i in chosen:
+        twin.blocks[i].attn.rotate = None
+    return twin

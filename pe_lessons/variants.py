@@ -32,6 +32,7 @@ table that starts at another position. Only :func:`row_norms_constant` is layout
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,7 +48,7 @@ from ._checks import (
     check_int,
     check_tensor,
 )
-from .sinusoidal import inverse_frequencies, sinusoidal_table
+from .sinusoidal import exact_rows, interleave, inverse_frequencies, powers_of_base, sinusoidal_table
 
 __all__ = [
     "VARIANTS",
@@ -75,18 +76,8 @@ Formula = Callable[[torch.Tensor, int, float], torch.Tensor]
 
 
 # --------------------------------------------------------------------------- formulas (float64)
-def _interleave(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return torch.stack((a, b), dim=-1).flatten(-2)
-
-
-def _powers(exponents: torch.Tensor, base: float) -> torch.Tensor:
-    """``base ** (-exponents)`` in float64, as ``exp(-e·ln base)`` like :func:`inverse_frequencies`."""
-    return torch.exp(-exponents * math.log(base))
-
-
 def _f_paper(pos: torch.Tensor, d: int, base: float) -> torch.Tensor:
-    angles = pos[:, None] * inverse_frequencies(d, base)[None, :]
-    return _interleave(torch.sin(angles), torch.cos(angles))
+    return exact_rows(pos, inverse_frequencies(d, base))
 
 
 def _f_concat_halves(pos: torch.Tensor, d: int, base: float) -> torch.Tensor:
@@ -103,22 +94,22 @@ def _f_tensor2tensor(pos: torch.Tensor, d: int, base: float) -> torch.Tensor:
 
 def _f_sin_only(pos: torch.Tensor, d: int, base: float) -> torch.Tensor:
     s = torch.sin(pos[:, None] * inverse_frequencies(d, base)[None, :])
-    return _interleave(s, s)
+    return interleave(s, s)
 
 
 def _f_doubled_exponent(pos: torch.Tensor, d: int, base: float) -> torch.Tensor:
-    angles = pos[:, None] * _powers(torch.arange(0, 2 * d, 4, dtype=torch.float64) / d, base)[None, :]
-    return _interleave(torch.sin(angles), torch.cos(angles))
+    angles = pos[:, None] * powers_of_base(torch.arange(0, 2 * d, 4, dtype=torch.float64) / d, base)[None, :]
+    return interleave(torch.sin(angles), torch.cos(angles))
 
 
 def _f_column_exponent(pos: torch.Tensor, d: int, base: float) -> torch.Tensor:
-    angles = pos[:, None] * _powers(2 * torch.arange(d, dtype=torch.float64) / d, base)[None, :]
-    return _interleave(torch.sin(angles[:, 0::2]), torch.cos(angles[:, 1::2]))
+    angles = pos[:, None] * powers_of_base(2 * torch.arange(d, dtype=torch.float64) / d, base)[None, :]
+    return interleave(torch.sin(angles[:, 0::2]), torch.cos(angles[:, 1::2]))
 
 
 def _f_shifted_cos_exponent(pos: torch.Tensor, d: int, base: float) -> torch.Tensor:
-    cos_freq = _powers(torch.arange(1, d, 2, dtype=torch.float64) / d, base)
-    return _interleave(
+    cos_freq = powers_of_base(torch.arange(1, d, 2, dtype=torch.float64) / d, base)
+    return interleave(
         torch.sin(pos[:, None] * inverse_frequencies(d, base)[None, :]),
         torch.cos(pos[:, None] * cos_freq[None, :]),
     )
@@ -284,11 +275,13 @@ EXPLANATIONS: dict[str, str] = {
         "pairs i = 0 … d_model/2-1 with 2*i/d_model."
     ),
     "column_exponent": (
-        "Each column j uses its own exponent 2j/d_model, so the cos column of a pair turns at another "
-        "frequency than its sin column: (sin, cos) is no longer a point on the unit circle and row norms "
-        "wander. The usual line is `angle = pos / 10000 ** (2 * j / d_model)` over all columns j (or a loop "
-        "over columns i with `2 * i` for sin and `2 * (i + 1)` for cos). The exponent must use the pair "
-        "index: `2 * (j // 2) / d_model`."
+        "Each column j uses its own exponent 2j/d_model, so every column turns at the wrong frequency: the "
+        "sin column of pair i at base^(-4i/d_model) (the doubled exponent) and its cos column at "
+        "base^(-(4i+2)/d_model), slower still. The two columns of a pair no longer share an angle: "
+        "(sin, cos) is not a point on the unit circle and row norms wander. The usual line is "
+        "`angle = pos / 10000 ** (2 * j / d_model)` over all columns j (or a loop over columns i with "
+        "`2 * i` for sin and `2 * (i + 1)` for cos). The exponent must use the pair index: "
+        "`2 * (j // 2) / d_model`."
     ),
     "shifted_cos_exponent": (
         "The cos columns use exponent (2i+1)/d_model instead of 2i/d_model, so the cos column of a pair "
@@ -339,39 +332,36 @@ def _close(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype, positions: torc
     return bool(((a - b).abs() <= tol).all())
 
 
-def pe0_is_0101(table: torch.Tensor, base: float = 10000.0) -> bool:
+def pe0_is_0101(table: torch.Tensor) -> bool:
     """Cheap test 1: the first row is ``[0, 1, 0, 1, …]`` (every angle is 0 at position 0).
 
     Assumes the interleaved, sin-first layout and a table that starts at position 0: a correct
     ``[sin | cos]`` table starts ``[0, …, 0, 1, …, 1]`` and fails it, as does a continued sequence.
     """
     table = _table_arg(table)
-    check_base(base)
     row = _as64(table)[0]
     want = torch.tensor([0.0, 1.0], dtype=torch.float64).repeat(row.numel() // 2)
     return _close(row, want, table.dtype)
 
 
-def row_norms_constant(table: torch.Tensor, base: float = 10000.0) -> bool:
+def row_norms_constant(table: torch.Tensor) -> bool:
     """Cheap test 2: every row has norm ``sqrt(d_model/2)`` (one unit vector per pair).
 
     Layout-free: it holds for any column order and any start position (but not for a zeroed
     padding row).
     """
     table = _table_arg(table)
-    check_base(base)
     norms = _as64(table).norm(dim=1)
     return _close(norms, torch.full_like(norms, math.sqrt(table.shape[1] / 2)), table.dtype)
 
 
-def pairs_on_unit_circle(table: torch.Tensor, base: float = 10000.0) -> bool:
+def pairs_on_unit_circle(table: torch.Tensor) -> bool:
     """Cheap test 3: ``PE[:, 2i]² + PE[:, 2i+1]² = 1`` for every pair (sin and cos of one angle).
 
     Assumes the interleaved layout (pairs in adjacent columns; sin or cos first, any start
     position): a correct ``[sin | cos]`` table pairs ``sin(pω_i)`` with ``sin(pω_{i+1})`` here and fails.
     """
     table = _table_arg(table)
-    check_base(base)
     t = _as64(table)
     radius = t[:, 0::2] ** 2 + t[:, 1::2] ** 2
     return bool(((radius - 1).abs() <= 2 * _ATOL[table.dtype]).all())
@@ -411,6 +401,8 @@ CHEAP_TESTS: dict[str, Callable[..., bool]] = {
     "frequencies = base^(-2i/d)": frequencies_match,
     "matches float64 formula": matches_formula,
 }
+#: The cheap tests that take the frequency base as their second argument.
+_BASE_TESTS = (frequencies_match, matches_formula)
 
 
 # --------------------------------------------------------------------------- diagnose
@@ -473,7 +465,7 @@ def _rows_text(rows: tuple[int, ...]) -> str:
     return f"row {shown} is" if len(rows) == 1 else f"rows {shown} ({len(rows)}) are"
 
 
-def _worst(
+def _distance_to_variant(
     table: torch.Tensor,
     name: str,
     base: float,
@@ -508,21 +500,22 @@ def _worst(
     return ratio, err
 
 
-def _halves(name: str) -> bool:
+def _pairs_in_halves(name: str) -> bool:
+    """Does variant ``name`` store sin and cos of a pair in two halves (``i``, ``h + i``), not adjacent columns?"""
     return name in ("concat_halves", "tensor2tensor")
 
 
 def _swap_order(t: torch.Tensor, name: str) -> torch.Tensor:
     """Swap sin and cos within each pair: adjacent columns (interleaved) or the two halves."""
     h = t.shape[1] // 2
-    if _halves(name):
+    if _pairs_in_halves(name):
         return torch.cat((t[:, h:], t[:, :h]), dim=1)
     return t.view(t.shape[0], h, 2).flip(-1).reshape(t.shape)
 
 
 def _sin_cos(t: torch.Tensor, name: str, cos_first: bool) -> tuple[torch.Tensor, torch.Tensor]:
     h = t.shape[1] // 2
-    a, b = (t[:, :h], t[:, h:]) if _halves(name) else (t[:, 0::2], t[:, 1::2])
+    a, b = (t[:, :h], t[:, h:]) if _pairs_in_halves(name) else (t[:, 0::2], t[:, 1::2])
     return (b, a) if cos_first else (a, b)
 
 
@@ -599,10 +592,12 @@ def _match_convention(table: torch.Tensor, base: float) -> Diagnosis | None:
             start = position - first
             if start == 0 and not zeroed and not cos_first:
                 continue  # the plain table: already compared
-            args = dict(start=start, keep=keep, cos_first=cos_first)
-            if _worst(table, name, base, _SCREEN_ROWS, **args)[0] > 1.0:
+            shifted = functools.partial(
+                _distance_to_variant, table, name, base, start=start, keep=keep, cos_first=cos_first
+            )
+            if shifted(_SCREEN_ROWS)[0] > 1.0:
                 continue
-            ratio, err = _worst(table, name, base, **args)
+            ratio, err = shifted()
             if ratio <= 1.0 and (best is None or ratio < best[0]):
                 best = (ratio, err, name, start, cos_first)
     if best is None:
@@ -656,8 +651,8 @@ def diagnose(table: torch.Tensor, base: float = 10000.0) -> Diagnosis:
     if table.shape[1] < 4:
         raise ValueError(f"table must have at least 4 columns to be diagnosed, got {table.shape[1]}")
     # screen every variant on the first rows, then check the survivors on the whole table
-    screen = {name: _worst(table, name, base, _SCREEN_ROWS) for name in _FORMULAS}
-    full = {name: _worst(table, name, base) for name in _FORMULAS if screen[name][0] <= 1.0}
+    screen = {name: _distance_to_variant(table, name, base, _SCREEN_ROWS) for name in _FORMULAS}
+    full = {name: _distance_to_variant(table, name, base) for name in _FORMULAS if screen[name][0] <= 1.0}
     matches = [name for name, (ratio, _) in full.items() if ratio <= 1.0]
     if matches:
         name = matches[0]
@@ -673,10 +668,12 @@ def diagnose(table: torch.Tensor, base: float = 10000.0) -> Diagnosis:
         return stored
     # no match: compare with every variant over the whole table (the screen only gives a lower
     # bound), so that `nearest` really is the variant with the smallest error relative to the tolerance
-    full.update({name: _worst(table, name, base) for name in _FORMULAS if name not in full})
+    full.update({name: _distance_to_variant(table, name, base) for name in _FORMULAS if name not in full})
     nearest = min(_FORMULAS, key=lambda name: full[name][0])  # ties: first in order
     error = full[nearest][1]
-    failing = [label for label, test in CHEAP_TESTS.items() if not test(table, base)]
+    failing = [
+        label for label, test in CHEAP_TESTS.items() if not (test(table, base) if test in _BASE_TESTS else test(table))
+    ]
     if error < 0.1:
         closest = (
             f"It is close to {nearest}, but off by up to {error:.2g}, more than float32 rounding allows "

@@ -65,7 +65,7 @@ def explorer_chart(
 
     ``columns`` defaults to every column. Only the window is computed, in
     float64 (``sin``/``cos`` of ``pos·ω_i``), and a large window is reduced
-    honestly by :func:`pe_lessons.plots.heatmap` (band means, never subsampling).
+    honestly by :func:`pe_lessons.plots.heatmap` (each band's min and max, never subsampling).
     """
     d_model = check_d_model(d_model)
     base = check_base(base)
@@ -298,6 +298,7 @@ class Explorer(widgets.VBox):
                 self.output.clear_output(wait=True)
                 display(self.chart)
             return
+        data: dict | None
         if alt.renderers.active == "pe_lessons":
             data = render_chart(self.chart.to_dict(), static_image=False)
         else:

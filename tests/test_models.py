@@ -565,6 +565,9 @@ def test_gemma4_defaults_to_proportional_global_layers():
             "one entry per layer type",
         ),
         (lambda: models.proportional_frequencies(8, 1e4, 0.0), "fraction"),
+        (lambda: models.mrope_position_ids([(1, 10**6, 10**6)]), "limit"),
+        (lambda: models.mrope_position_ids([10**12]), "limit"),
+        (lambda: models.axial_position_ids(10**6, 10**6), "limit"),
     ],
 )
 def test_bad_configs_get_clear_errors(call, match):

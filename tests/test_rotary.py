@@ -209,6 +209,7 @@ def test_permuting_q_and_k_keeps_every_score_and_mixing_layouts_does_not():
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_low_precision_input_is_float32_result_rounded_once(dtype, layout):
+    """float16/bfloat16 pairs are rotated in float32 and rounded once at the end."""
     x = torch.randn(2, 3, 40, 64, generator=torch.Generator().manual_seed(5)).to(dtype)
     for pos in (None, torch.arange(70000, 70040)):
         out = apply_rope(x, pos, layout=layout)
@@ -218,6 +219,60 @@ def test_low_precision_input_is_float32_result_rounded_once(dtype, layout):
     assert torch.arange(300, dtype=torch.bfloat16).unique().numel() < 300
     with pytest.raises(TypeError, match="integers"):
         apply_rope(x, torch.arange(40, dtype=dtype))
+
+
+def _accuracy_positions():
+    """0 … 255, random positions up to 2^20, and 2^20 itself."""
+    gen = torch.Generator().manual_seed(11)
+    return torch.cat([torch.arange(256), torch.randint(0, 2**20 + 1, (255,), generator=gen), torch.tensor([2**20])])
+
+
+def _pair_norms(x, layout):
+    """|(a, b)| of the pair each feature belongs to (a rotation keeps it), float64, x's shape."""
+    x = x.double()
+    if layout == "interleaved":
+        return x.unflatten(-1, (x.shape[-1] // 2, 2)).norm(dim=-1).repeat_interleave(2, -1)
+    return x.unflatten(-1, (2, x.shape[-1] // 2)).norm(dim=-2).repeat(*[1] * (x.dim() - 1), 2)
+
+
+def _rotations(x, layout, positions):
+    """apply_rope eager, and the fused formula torch.compile runs, on the same input."""
+    from pe_lessons import _rope_fast
+
+    eager = apply_rope(x, positions, layout=layout)
+    cos, sin = _rope_fast.cos_sin(positions, rope_frequencies(x.shape[-1]), 1.0, x.device, torch.float32)
+    return {"eager": eager, "fused": _rope_fast.rotate_fusable(x, cos, sin, layout)}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_float32_is_within_2e7_of_the_float64_truth_up_to_position_2_pow_20(layout):
+    """Every output feature is within 2e-7 × |its pair| of the float64 rotation (rotations keep |pair|)."""
+    x = torch.randn(2, 3, 512, 64, generator=torch.Generator().manual_seed(12))
+    pos = _accuracy_positions()
+    truth = rope_reference(x, layout, positions=pos)
+    for name, out in _rotations(x, layout, pos).items():
+        relative = ((out.double() - truth).abs() / _pair_norms(x, layout)).max().item()
+        assert relative <= 2e-7, (name, relative)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_low_precision_is_within_one_ulp_of_the_float64_truth_up_to_position_2_pow_20(dtype, layout):
+    """bfloat16: within one unit in the last place of the truth. float16 has finer steps than float32's
+    error near zero (a pair that turns to (tiny, large)), so there the bound is float32's 2e-7 × |pair|."""
+    x = torch.randn(2, 3, 512, 64, generator=torch.Generator().manual_seed(13)).to(dtype)
+    pos = _accuracy_positions()
+    truth = rope_reference(x, layout, positions=pos)
+    info = torch.finfo(dtype)
+    digits = round(-math.log2(info.eps)) + 1  # significand bits: 8 (bfloat16), 11 (float16)
+    _, exponent = torch.frexp(truth)  # truth = m·2^e, 1/2 <= |m| < 1: its unit in the last place is 2^(e - digits)
+    ulp = torch.ldexp(torch.ones_like(truth), exponent - digits).clamp(min=info.smallest_normal * info.eps)
+    for name, out in _rotations(x, layout, pos).items():
+        assert out.dtype == dtype
+        if dtype == torch.float16:
+            ulp = torch.maximum(ulp, 2e-7 * _pair_norms(x, layout))
+        ulps = ((out.double() - truth).abs() / ulp).max().item()
+        assert ulps <= 1.0, (name, ulps)
 
 
 def test_float64_input_is_rotated_in_float64():
@@ -386,40 +441,80 @@ def test_toy_model_rotary_scheme_uses_apply_rope():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("inverse", [False, True])
-def test_fusable_half_formula_equals_the_eager_one(dtype, inverse):
-    """The out-of-place formula used under torch.compile is the same rotation as the eager kernels."""
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_fusable_formula_equals_the_eager_kernels(dtype, inverse, layout):
+    """The real-arithmetic formula used under torch.compile is the same rotation as the eager kernels."""
     from pe_lessons import _rope_fast
 
     x = torch.randn(2, 3, 40, 16, dtype=dtype)
-    tables = _rope_fast.CosSinCache(rope_frequencies(16)).lookup(None, None, 40, x.device, dtype, "half")
-    eager = _rope_fast.rotate(x, tables, "half", inverse)
-    fused = _rope_fast.rotate_fusable(x, tables, inverse)
+    cache = _rope_fast.CosSinCache(rope_frequencies(16))
+    kind = _rope_fast.table_kind(layout, dtype)
+    eager = _rope_fast.rotate(x, cache.lookup(None, None, 40, x.device, dtype, kind), layout, inverse)
+    cos, sin = cache.lookup(None, None, 40, x.device, dtype, "pairs")
+    fused = _rope_fast.rotate_fusable(x, cos, sin, layout, inverse)
     torch.testing.assert_close(fused, eager, rtol=0, atol=1e-6 if dtype == torch.float32 else 1e-14)
     positions = [-m for m in range(40)] if inverse else list(range(40))  # the inverse of R_m is R_-m
-    assert (fused.double() - rope_reference(x, "half", positions=positions)).abs().max() <= (
+    assert (fused.double() - rope_reference(x, layout, positions=positions)).abs().max() <= (
         1e-5 if dtype == torch.float32 else 1e-12
     )
 
 
+def _position_forms(device):
+    """Every form apply_rope takes positions in, for x of shape [2, 3, 24, head_dim]."""
+    forms = {
+        "none": None,
+        "list": list(range(3, 27)),
+        "cpu tensor": torch.arange(3, 27),
+        "[batch, seq]": torch.arange(48).view(2, 24),
+        "fractional": torch.arange(24, dtype=torch.float64) * 0.5,
+    }
+    if torch.cuda.is_available():  # pragma: no cover - needs a GPU
+        forms["device tensor"] = torch.arange(3, 27, device="cuda")
+    return forms
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_apply_rope_traces_into_one_graph_and_matches_eager_when_compiled(layout):
-    """torch.compile sees apply_rope whole (no graph break) and computes the same values and gradients.
+def test_apply_rope_traces_into_one_graph_for_every_form_of_positions(layout, dtype):
+    """torch.compile sees apply_rope whole (one graph, no graph break) whatever the positions are,
+    traces the real-arithmetic formula (no complex numbers, no writes into views) and computes eager's values.
 
     The ``aot_eager`` backend traces and runs the graph without generating C++, so this stays fast.
     """
+    import torch._dynamo
+
+    for name, pos in _position_forms("cpu").items():
+        device = pos.device if isinstance(pos, torch.Tensor) else torch.device("cpu")
+        x = torch.randn(2, 3, 24, 8, dtype=dtype, device=device)
+
+        def f(t, pos=pos):
+            return apply_rope(t, pos, layout=layout)
+
+        eager = f(x)  # the cached table is built eagerly first, as a model's first call would
+        torch._dynamo.reset()
+        explained = torch._dynamo.explain(f)(x)
+        assert explained.graph_count == 1 and explained.graph_break_count == 0, (name, explained.break_reasons)
+        nodes = [node for graph in explained.graphs for node in graph.graph.nodes]
+        targets = {node.target for node in nodes}
+        assert torch.view_as_complex not in targets and torch.empty_like not in targets, name
+        compiled = torch.compile(f, backend="aot_eager", dynamic=False)
+        tol = {torch.float64: 1e-12, torch.float32: 1e-6, torch.bfloat16: 0.0}[dtype]
+        if dtype == torch.bfloat16:  # float32 results that differ in their last bit may round apart
+            assert (compiled(x).float() - eager.float()).abs().max() <= 2**-7 * eager.float().abs().max(), name
+        else:
+            torch.testing.assert_close(compiled(x), eager, rtol=0, atol=tol)
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_gradients_match_eager_when_compiled(layout):
     import torch._dynamo
 
     def f(t):
         return apply_rope(t, layout=layout)
 
     x = torch.randn(2, 3, 24, 8, dtype=torch.float64)
-    f(x)  # the cached table is built eagerly first, as a model's first call would
-    torch._dynamo.reset()
-    explained = torch._dynamo.explain(f)(x)
-    assert explained.graph_count == 1 and explained.graph_break_count == 0, explained.break_reasons
-    if layout == "half":  # the out-of-place formula a compiler can fuse, not the eager writes into views
-        targets = {node.target for node in explained.graphs[0].graph.nodes}
-        assert torch.cat in targets and torch.empty_like not in targets
+    f(x)
     compiled = torch.compile(f, backend="aot_eager", dynamic=False)
     xc = x.clone().requires_grad_()
     xe = x.clone().requires_grad_()
@@ -428,6 +523,32 @@ def test_apply_rope_traces_into_one_graph_and_matches_eager_when_compiled(layout
     (out_c * torch.arange(8.0, dtype=torch.float64)).sum().backward()
     (out_e * torch.arange(8.0, dtype=torch.float64)).sum().backward()
     torch.testing.assert_close(xc.grad, xe.grad, rtol=0, atol=1e-12)
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_inductor_fuses_each_layout_into_one_kernel(layout):
+    """With Inductor (the default backend) a float32 or bfloat16 call is one generated kernel:
+    conversion up, rotation and conversion down in a single loop over x."""
+    import torch._dynamo
+    from torch._inductor import metrics
+
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.randn(2, 3, 24, 8).to(dtype)
+
+        def f(t):
+            return apply_rope(t, layout=layout)
+
+        eager = f(x)
+        torch._dynamo.reset()
+        metrics.reset()
+        compiled = torch.compile(f, dynamic=False)
+        try:
+            out = compiled(x)
+        except Exception as err:  # pragma: no cover - no C++ compiler on this machine
+            pytest.skip(f"Inductor cannot build kernels here: {type(err).__name__}")
+        assert metrics.generated_kernel_count == 1, (dtype, metrics.generated_kernel_count)
+        assert (out.float() - eager.float()).abs().max() <= 2**-7 * eager.float().abs().max()
     torch._dynamo.reset()
 
 

@@ -249,11 +249,11 @@ def test_gpu_path_cached_subtables_give_the_cpu_tables_bits_and_stay_bounded():
     cpu = torch.device("cpu")
     first = sinusoidal_table(3000, 16)  # the CPU path: sub-tables computed afresh, not cached
     assert not sm._SUBTABLES
-    assert torch.equal(sm._combine(*sm._subtables(12, 16, 10000.0, cpu), 3000), first)  # computed, cached
+    assert torch.equal(sm.angle_addition(*sm._subtables(12, 16, 10000.0, cpu), 3000), first)  # computed, cached
     assert len(sm._SUBTABLES) == 1
-    assert torch.equal(sm._combine(*sm._subtables(12, 16, 10000.0, cpu), 3000), first)  # from the cache
-    assert torch.equal(sm._combine(*sm._subtables(3, 16, 10000.0, cpu), 700), first[:700])  # a slice of it
-    assert torch.equal(sm._combine(*sm._subtables(36, 16, 10000.0, cpu), 9000)[:3000], first)  # grown
+    assert torch.equal(sm.angle_addition(*sm._subtables(12, 16, 10000.0, cpu), 3000), first)  # from the cache
+    assert torch.equal(sm.angle_addition(*sm._subtables(3, 16, 10000.0, cpu), 700), first[:700])  # a slice of it
+    assert torch.equal(sm.angle_addition(*sm._subtables(36, 16, 10000.0, cpu), 9000)[:3000], first)  # grown
     assert len(sm._SUBTABLES) == 1 and sm._SUBTABLES[(16, 10000.0, "cpu")][2].shape[0] == 36
     # a non-CPU device goes through the cache (meta: shapes only) and the cache stays bounded
     sm._SUBTABLES.clear()

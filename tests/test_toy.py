@@ -418,3 +418,24 @@ def test_huge_batches_are_refused():
             evaluate(make_model(LagTask(), "none"), LagTask(), seq_len=512, n=1024)
     finally:
         set_memory_limit(None)
+
+
+def test_with_nope_layers_removes_rope_from_chosen_layers_only():
+    from pe_lessons.toy import with_nope_layers
+
+    task = make_task("lag", n_symbols=8, lag=1)
+    model = make_model(task, "rotary", seed=0, causal=True, n_layers=3)
+    twin = with_nope_layers(model, [1])
+    assert [b.attn.rotate is None for b in twin.blocks] == [False, True, False]
+    assert all(b.attn.rotate is not None for b in model.blocks)  # the original is untouched
+    for a, b in zip(model.state_dict().values(), twin.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    tokens = task.sample(4, 10, torch.Generator().manual_seed(0))[0]
+    # the rotation has no parameters, but it changes what the model computes
+    assert not torch.allclose(with_nope_layers(model, [0, 1, 2])(tokens), model(tokens))
+    with pytest.raises(ValueError, match="below the model's 3 layers"):
+        with_nope_layers(model, [3])
+    with pytest.raises(ValueError, match="scheme='rotary'"):
+        with_nope_layers(make_model(task, "none", seed=0, causal=True), [0])
+    with pytest.raises(TypeError, match="list of layer indices"):
+        with_nope_layers(model, 1)

@@ -14,6 +14,8 @@ from pe_lessons.variants import (
     Diagnosis,
     concat_halves,
     diagnose,
+    frequencies_match,
+    matches_formula,
     paper,
     tensor2tensor,
 )
@@ -308,6 +310,7 @@ def test_cheap_tests_reject_bad_input():
     for test in CHEAP_TESTS.values():
         with pytest.raises(ValueError, match="2-D"):
             test(torch.zeros(8))
+    for test in (frequencies_match, matches_formula):  # the two whose answer depends on the base
         with pytest.raises(ValueError, match="base"):
             test(torch.zeros(8, 4), 1.0)
     with pytest.raises(ValueError, match="at least 2 rows"):

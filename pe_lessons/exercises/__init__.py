@@ -3,7 +3,7 @@
 One module per notebook (``nb01``, ``nb02``, …); everything is re-exported here.
 """
 
-from . import nb01, nb02, nb03, nb04, nb05, nb06, nb07, nb08, nb09, nb10
+from . import nb01, nb02, nb03, nb04, nb05, nb06, nb07, nb08, nb09, nb10, nb11
 from ._feedback import Feedback
 from .nb01 import *  # noqa: F401,F403
 from .nb02 import *  # noqa: F401,F403
@@ -15,6 +15,7 @@ from .nb07 import *  # noqa: F401,F403
 from .nb08 import *  # noqa: F401,F403
 from .nb09 import *  # noqa: F401,F403
 from .nb10 import *  # noqa: F401,F403
+from .nb11 import *  # noqa: F401,F403
 
 __all__ = [
     "Feedback",
@@ -28,4 +29,5 @@ __all__ = [
     *nb08.__all__,
     *nb09.__all__,
     *nb10.__all__,
+    *nb11.__all__,
 ]

@@ -33,8 +33,15 @@ SETTINGS: dict[str, dict] = {
     "check_first_slow_column": {"kwargs": {"length": 1000, "d_model": 64}},
     "check_table_function": {},
     "check_bug_test": {"kwargs": {"bug": "sin_only"}},
-    "check_mystery": {},
+    "check_mystery": {
+        "answers": ["answer", "omega_col7"],
+        "good": {"answer": "shifted_cos_exponent", "omega_col7": 10000 ** (-7 / 16)},
+    },
     "check_dropout_fix": {},
+    "check_sin_only_norm": {},
+    "check_window_table": {},
+    "check_dropout_module": {},
+    "check_context_base": {},
     "check_predicted_wavelength": {"kwargs": {"column": 64, "d_model": 128, "base": 500000}},
     "check_first_honest_column": {"kwargs": {"n_positions": 45000, "pixels": 300, "d_model": 64}},
     "check_pair_block": {},
@@ -71,6 +78,9 @@ SETTINGS: dict[str, dict] = {
         "good": {"scale": 4.0, "new_base": 10000.0 * 4.0 ** (128 / 126)},
     },
     "check_yarn_range": {},
+    "check_image_text_ids": {},
+    "check_window_pairs": {},
+    "check_mla_scores": {},
     "check_first_to_fall": {
         "kwargs": {"reason": "a"},
         "answers": ["scheme", "reason"],
@@ -318,6 +328,31 @@ def _add_positions(x, table, p, training):
     return torch.nn.functional.dropout(x + table[: x.shape[1]], p=p, training=training)
 
 
+def _sin_only_norm(pos, d_model):
+    return math.sqrt(2 * sum(math.sin(pos / 10000 ** (2 * i / d_model)) ** 2 for i in range(d_model // 2)))
+
+
+def _window(start, n, d):
+    return (
+        sinusoidal_table(start + n, d, dtype=torch.float64)[start:].float() if start < 10 else _window_far(start, n, d)
+    )
+
+
+def _window_far(start, n, d):
+    pos = torch.arange(start, start + n, dtype=torch.float64)[:, None]
+    angles = pos * 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    return torch.stack((angles.sin(), angles.cos()), -1).flatten(1).float()
+
+
+class _AddPositions(nn.Module):
+    def __init__(self, table, p):
+        super().__init__()
+        self.table, self.drop = table, nn.Dropout(p)
+
+    def forward(self, x):
+        return self.drop(x + self.table[: x.shape[1]])
+
+
 def _shift(pe_pos, pe_k):
     s, c = pe_pos[0::2], pe_pos[1::2]
     sk, ck = pe_k[0::2], pe_k[1::2]
@@ -351,6 +386,10 @@ CORRECT = {
     "check_bug_test": _numpy_test,
     "check_mystery": "shifted_cos_exponent",
     "check_dropout_fix": _add_positions,
+    "check_sin_only_norm": _sin_only_norm,
+    "check_window_table": _window,
+    "check_dropout_module": _AddPositions,
+    "check_context_base": np.float32((1_000_000 / (2 * math.pi)) ** (128 / 126)),
     "check_predicted_wavelength": torch.tensor(2 * math.pi * 500000 ** (64 / 128)),
     "check_first_honest_column": torch.tensor(28),
     "check_pair_block": np.array(_block()),
@@ -373,6 +412,19 @@ CORRECT = {
         2 * math.pi * base ** (2 * i / d) <= context for i in range(d // 2)
     ),
     "check_conversion_traffic": torch.tensor(9.0),
+    "check_image_text_ids": np.array(
+        [
+            [0, 1, 2, 3, 4, 4, 4, 4, 4, 4, 7, 8],
+            [0, 1, 2, 3, 4, 4, 5, 5, 6, 6, 7, 8],
+            [0, 1, 2, 3, 4, 5, 4, 5, 4, 5, 7, 8],
+        ]
+    ),
+    "check_window_pairs": np.int64(28),
+    "check_mla_scores": lambda q_nope, q_rope, latent, k_rope, w_uk, positions: (
+        (q_nope @ w_uk) @ latent.transpose(-2, -1)
+        + __import__("pe_lessons").apply_rope(q_rope, positions)
+        @ __import__("pe_lessons").apply_rope(k_rope, positions).transpose(-2, -1)
+    ),
 }
 
 
@@ -511,9 +563,11 @@ def test_feedback_prints_as_one_line_and_is_truthy_when_ok():
 
 
 def test_new_checkers_are_exported_at_the_end_of_their_modules():
-    from pe_lessons.exercises import nb01, nb02, nb04
+    from pe_lessons.exercises import nb01, nb02, nb03, nb04
 
-    assert nb01.__all__[-1] == "check_offset_dot" and nb02.__all__[-1] == "check_precision_fix"
-    assert nb04.__all__[-2:] == ["alias_period", "check_alias_period"]
-    for name in ("check_offset_dot", "check_precision_fix", "check_alias_period"):
+    assert nb01.__all__[-1] == "check_sin_only_norm" and nb02.__all__[-1] == "check_precision_fix"
+    assert nb03.__all__[-1] == "check_dropout_module" and nb04.__all__[-2:] == ["context_base", "check_context_base"]
+    for name in ("check_offset_dot", "check_sin_only_norm", "check_window_table", "check_precision_fix"):
+        assert name in exercises.__all__
+    for name in ("check_dropout_module", "check_alias_period", "check_context_base"):
         assert name in exercises.__all__

@@ -1,0 +1,273 @@
+"""Checkers for the exercises of notebook 11 (positions in today's models).
+
+The givens of each exercise live here too (:data:`IMAGE_TEXT`, :data:`GEMMA3_GLOBAL`), so the
+notebook and its solutions read the same numbers.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..models import mrope_position_ids
+from ..rotary import apply_rope
+from ._feedback import Feedback, _short, as_number, attempt, checker, failed, is_placeholder, not_done, passed
+
+__all__ = ["IMAGE_TEXT", "GEMMA3_GLOBAL", "check_image_text_ids", "check_window_pairs", "check_mla_scores"]
+
+#: Exercise 1: 4 text tokens, an image of 6 × 4 patches (merged 2 × 2 into 3 × 2 tokens), 2 text tokens.
+IMAGE_TEXT = {"segments": [4, (1, 6, 4), 2], "spatial_merge_size": 2}
+#: Exercise 2: a Gemma 3 global layer (head_dim 256, base 1 000 000, linear factor 8) read over the
+#: 1 024-token window of the sliding layers.
+GEMMA3_GLOBAL = {"head_dim": 256, "base": 1_000_000.0, "factor": 8.0, "window": 1024}
+
+
+# --------------------------------------------------------------------------- exercise 1
+
+
+def _whole(answer: object, what: str) -> tuple[int | None, Feedback | None]:
+    """A whole number in any ordinary type (``4``, ``4.0``, ``np.int64(4)``, a one-element tensor)."""
+    value, problem = as_number(answer, what)
+    if problem is not None:
+        return None, problem
+    if value != int(value):
+        return None, failed(f"Answer with {what}, got the non-integer {value:g}.")
+    return int(value), None
+
+
+def _ids_from(answer: object) -> tuple[list[list[int]] | None, Feedback | None]:
+    """The answer as three lists of ints (from a tensor, array or nested lists)."""
+    if hasattr(answer, "tolist") and callable(answer.tolist):
+        try:
+            answer = answer.tolist()
+        except Exception:
+            return None, failed(f"Give the position ids as a [3, seq] tensor or three lists, got {_short(answer)}.")
+    if isinstance(answer, (str, bytes)) or not isinstance(answer, (list, tuple)) or len(answer) != 3:
+        return None, failed(
+            f"Give three rows (time, height, width), one number per token, got {_short(answer)}: "
+            "a [3, seq] tensor or a list of three lists."
+        )
+    rows = []
+    for name, row in zip(("time", "height", "width"), answer, strict=True):
+        if isinstance(row, (str, bytes)) or not isinstance(row, (list, tuple)):
+            return None, failed(f"The {name} row must be a list of numbers, got {_short(row)}.")
+        values = []
+        for v in row:
+            value, problem = _whole(v, "whole position numbers")
+            if problem is not None:
+                return None, failed(f"In the {name} row: {problem.message}")
+            values.append(value)
+        rows.append(values)
+    return rows, None
+
+
+def _variant_ids(segments: list, merge: int, *, text_after: str = "max", swap: bool = False) -> list[list[int]]:
+    """Position ids with a common slip: text after an image continues after its token count, or rows/columns swapped."""
+    start, parts = 0, []
+    for item in segments:
+        if isinstance(item, int):
+            parts.append(torch.arange(item).expand(3, item) + start)
+            start += item
+            continue
+        t, h, w = item
+        h, w = h // merge, w // merge
+        if swap:
+            h, w = w, h
+        tt, hh, ww = torch.meshgrid(torch.arange(t), torch.arange(h), torch.arange(w), indexing="ij")
+        parts.append(torch.stack((tt, hh, ww)).reshape(3, -1) + start)
+        start += t * h * w if text_after == "count" else max(h, w)
+    return torch.cat(parts, dim=1).tolist()
+
+
+@checker
+def check_image_text_ids(answer: object) -> Feedback:
+    """Exercise 1: the ``[3, seq]`` position ids (time, height, width) of :data:`IMAGE_TEXT`, as ``get_rope_index``."""
+    if is_placeholder(answer):
+        return not_done()
+    rows, problem = _ids_from(answer)
+    if problem is not None:
+        return problem
+    segments, merge = IMAGE_TEXT["segments"], IMAGE_TEXT["spatial_merge_size"]
+    want = mrope_position_ids(segments, spatial_merge_size=merge).tolist()
+    n = len(want[0])
+    if rows == want:
+        return passed(
+            f"{n} tokens: the image's 6 tokens share time {want[0][4]} and spread over rows {want[1][4]}…{want[1][9]} "
+            f"and columns {want[2][4]}…{want[2][9]}; the text after it continues at {want[0][10]} = 4 + max(3, 2)."
+        )
+    lengths = {len(r) for r in rows}
+    if len(lengths) != 1:
+        return failed(f"The three rows must have the same length (one entry per token), got lengths {sorted(lengths)}.")
+    if lengths != {n}:
+        if lengths == {4 + 24 + 2}:
+            return failed(
+                "One token per patch is too many: the vision encoder merges 2 × 2 patches into one token, so "
+                "the 6 × 4 patches become 3 × 2 tokens."
+            )
+        return failed(f"The sequence has {n} tokens (text, image tokens after merging, text), not {lengths.pop()}.")
+    if rows == _variant_ids(segments, merge, swap=True):
+        return failed("Rows and columns are swapped: the grid is (t, h, w) = (1, 6, 4), 6 patch rows of 4 columns.")
+    if rows == _variant_ids(segments, merge, text_after="count"):
+        return failed(
+            "The image tokens are right, but the text after the image does not continue after their count: it "
+            "continues from the image's start plus its largest side (in tokens)."
+        )
+    if any(r[:4] != w[:4] for r, w in zip(rows, want, strict=True)):
+        return failed("The first text tokens count 0, 1, 2, 3 in all three rows.")
+    image = [r[4:10] for r in rows]
+    if image != [w[4:10] for w in want]:
+        if image == [[v - 4 for v in w[4:10]] for w in want]:
+            return failed("The image's ids start at 0: every stream of the image starts at the next free position, 4.")
+        return failed(
+            "The image tokens are not right: the token in row r, column c (after merging) gets "
+            "(start, start + r, start + c), row by row."
+        )
+    return failed("The image is right; check the text after it (all three rows equal, counting on by 1).")
+
+
+# --------------------------------------------------------------------------- exercise 2
+
+
+def window_pairs(head_dim: int, base: float, factor: float, window: int, *, turn: float = 2 * math.pi) -> int:
+    """How many pairs complete at least one turn within ``window`` positions: ``window·θ_i/2π ≥ 1``,
+    ``θ_i = base^{-2i/head_dim}/factor`` (they are the first pairs, ``0 … count-1``). ``turn`` is 2π
+    (other values name a slip)."""
+    theta = torch.arange(head_dim // 2, dtype=torch.float64)
+    theta = base ** (-2 * theta / head_dim) / factor
+    return int((window * theta / turn >= 1).sum())
+
+
+@checker
+def check_window_pairs(answer: object) -> Feedback:
+    """Exercise 2: how many pairs (or which) of a Gemma 3 global layer complete a turn within the window (:data:`GEMMA3_GLOBAL`)."""
+    if is_placeholder(answer):
+        return not_done()
+    g = GEMMA3_GLOBAL
+    want = window_pairs(g["head_dim"], g["base"], g["factor"], g["window"])
+    value = None
+    if isinstance(answer, (range, list, tuple)) or (hasattr(answer, "shape") and math.prod(answer.shape) != 1):
+        try:
+            items = answer.tolist() if hasattr(answer, "tolist") else list(answer)
+        except Exception:
+            return failed(f"Give a number of pairs, or the list of pair indices, got {_short(answer)}.")
+        if any(isinstance(v, list) for v in items):
+            return failed(f"Give a number of pairs, or a flat list of pair indices, got {_short(answer)}.")
+        ints = []
+        for v in items:
+            number, problem = _whole(v, "pair indices (whole numbers)")
+            if problem is not None:
+                return failed(f"In your list: {problem.message}")
+            ints.append(number)
+        if ints != list(range(len(ints))):
+            return failed(
+                "The pairs that turn are the fastest ones, a run from pair 0 up: list 0, 1, 2, … up to the last one "
+                "(or give their count)."
+            )
+        value = len(ints)
+    else:
+        value, problem = _whole(answer, "a number of pairs")
+        if problem is not None:
+            return problem
+    d, base, s, n = g["head_dim"], g["base"], g["factor"], g["window"]
+    if value == want:
+        return passed(
+            f"{want} pairs (0 … {want - 1}) complete a turn within {n} positions; pair {want} has wavelength "
+            f"{2 * math.pi * s * base ** (2 * want / d):.0f} > {n}. The other {d // 2 - want} pairs of the global layer "
+            "turn less than once inside the window: over short distances they carry almost no position."
+        )
+    if value == window_pairs(d, base, 1.0, n):
+        return failed(
+            "That is a layer without the linear factor: the global layers divide every frequency by 8 (rope_type "
+            "'linear'), which makes each wavelength 8 times longer."
+        )
+    if value == window_pairs(d, base, s, n, turn=1.0) or value == window_pairs(d, base, 1.0, n, turn=1.0):
+        return failed("A turn is 2π radians: pair i turns window·θ_i/(2π) times.")
+    if value == window_pairs(d, 10_000.0, 1.0, n):
+        return failed("That is the count of a sliding-window layer (base 10 000); the global layers use 1 000 000.")
+    if value == 2 * want:
+        return failed("That counts features; each pair is two features. Give the number of pairs.")
+    if not 0 <= value <= d // 2:
+        return failed(f"A head of width {d} has {d // 2} pairs; the count lies between 0 and {d // 2}.")
+    return failed(
+        f"Not {value}. Pair i turns (window·θ_i)/(2π) times with θ_i = base^(-2i/head_dim)/factor: count the pairs "
+        "for which that is at least 1."
+    )
+
+
+# --------------------------------------------------------------------------- exercise 3
+
+
+def mla_scores(
+    q_nope: torch.Tensor,
+    q_rope: torch.Tensor,
+    latent: torch.Tensor,
+    k_rope: torch.Tensor,
+    w_uk: torch.Tensor,
+    positions: torch.Tensor,
+) -> torch.Tensor:
+    r"""MLA scores with the key up-projection absorbed into the query (unscaled, no mask), ``[heads, seq, seq]``.
+
+    ``((W^{UK}_h)^\top q^{nope}_{h,m})\cdot c_n + (R_m q^{rope}_{h,m})\cdot(R_n k^{rope}_n)``: the latent ``c``
+    is never rotated; the small shared key part ``k^{rope}`` and each head's ``q^{rope}`` are.
+    """
+    nope = (q_nope @ w_uk) @ latent.transpose(-2, -1)
+    rope = apply_rope(q_rope, positions) @ apply_rope(k_rope, positions).transpose(-2, -1)
+    return nope + rope
+
+
+def _mla_inputs(heads: int, seq: int, nope: int, rope: int, rank: int, seed: int) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(seed)
+    return (
+        torch.randn(heads, seq, nope, generator=g, dtype=torch.float64),
+        torch.randn(heads, seq, rope, generator=g, dtype=torch.float64),
+        torch.randn(seq, rank, generator=g, dtype=torch.float64),
+        torch.randn(seq, rope, generator=g, dtype=torch.float64),
+        torch.randn(heads, nope, rank, generator=g, dtype=torch.float64) / math.sqrt(nope),
+        torch.arange(seq) + 3 * seed,
+    )
+
+
+@checker
+def check_mla_scores(fn: object) -> Feedback:
+    """Exercise 3: a fixed ``mla_scores(q_nope, q_rope, latent, k_rope, w_uk, positions)`` (see :func:`mla_scores`)."""
+    if is_placeholder(fn):
+        return not_done()
+    sizes = [(2, 5, 6, 4, 8, 0), (3, 9, 4, 2, 6, 1), (1, 12, 8, 8, 10, 2)]  # heads, seq, nope, rope, rank, seed
+    for heads, seq, nope, rope, rank, seed in sizes:
+        args = _mla_inputs(heads, seq, nope, rope, rank, seed)
+        got, problem = attempt("mla_scores(q_nope, q_rope, latent, k_rope, w_uk, positions)", fn, *args)
+        if problem is not None:
+            return problem
+        if not isinstance(got, torch.Tensor):
+            return failed(f"mla_scores must return a tensor of scores, got {_short(got)}.")
+        if tuple(got.shape) != (heads, seq, seq):
+            return failed(
+                f"With {heads} heads and {seq} tokens the scores are [{heads}, {seq}, {seq}], got {list(got.shape)}."
+            )
+        if not got.dtype.is_floating_point or not bool(torch.isfinite(got).all()):
+            return failed("The scores must be finite floating-point numbers.")
+        want = mla_scores(*args)
+        if torch.allclose(got.double(), want, rtol=1e-6, atol=1e-8):
+            continue
+        q_nope, q_rope, latent, k_rope, w_uk, positions = args
+        buggy = (q_nope @ w_uk) @ apply_rope(latent, positions).transpose(-2, -1)
+        rope_part = want - (q_nope @ w_uk) @ latent.transpose(-2, -1)
+        if torch.allclose(got.double(), buggy + rope_part, rtol=1e-6, atol=1e-8):
+            return failed(
+                "These are the scores of the function as given. Ask which of the two terms may depend on the "
+                "positions, then shift every position by 100 and see which term changes."
+            )
+        if torch.allclose(got.double(), want - rope_part, rtol=1e-6, atol=1e-8):
+            return failed("The rotated term is missing: add (R_m q_rope)·(R_n k_rope) to the absorbed term.")
+        plain = q_rope @ k_rope.transpose(-2, -1)
+        if torch.allclose(got.double(), want - rope_part + plain, rtol=1e-6, atol=1e-8):
+            return failed("q_rope and k_rope are not rotated: the rotated term is the only place positions enter.")
+        return failed(
+            f"The scores differ from the expected ones (e.g. with {heads} heads, {seq} tokens): check the absorbed "
+            "term (q_nope @ w_uk) @ latentᵀ and the rotated term."
+        )
+    return passed(
+        "The latent stays unrotated, so W_UK folds into the query once for every key; only the small shared part "
+        "k_rope turns. Scores match on three sizes."
+    )

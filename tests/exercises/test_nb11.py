@@ -1,0 +1,164 @@
+"""Checkers of notebook 11 (image + text position ids, Gemma 3 pairs in the window, the MLA bug):
+right answers pass in any ordinary type, the usual slips are named, any input gets feedback."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from pe_lessons.exercises import nb11
+from pe_lessons.exercises.nb11 import (
+    GEMMA3_GLOBAL,
+    IMAGE_TEXT,
+    check_image_text_ids,
+    check_mla_scores,
+    check_window_pairs,
+)
+from pe_lessons.models import LayerRope, mrope_position_ids
+from pe_lessons.rotary import apply_rope
+
+JUNK = [float("nan"), float("inf"), "28", [1, 2, 3], torch.tensor([1.0, 2.0]), object(), True, -1e300, None]
+
+
+# --------------------------------------------------------------------------- exercise 1
+
+
+def _by_hand():
+    """The ids written out from the rule, independently of mrope_position_ids."""
+    text1 = [0, 1, 2, 3]
+    rows, cols = 6 // 2, 4 // 2
+    t = [4] * (rows * cols)
+    h = [4 + r for r in range(rows) for _ in range(cols)]
+    w = [4 + c for _ in range(rows) for c in range(cols)]
+    after = 4 + max(rows, cols)
+    text2 = [after, after + 1]
+    return [text1 + t + text2, text1 + h + text2, text1 + w + text2]
+
+
+def test_image_text_ids_right_answers_pass_in_any_form():
+    right = _by_hand()
+    assert mrope_position_ids(IMAGE_TEXT["segments"], spatial_merge_size=2).tolist() == right
+    for form in (
+        right,
+        torch.tensor(right),
+        np.array(right),
+        tuple(tuple(r) for r in right),
+        torch.tensor(right).float(),
+    ):
+        assert check_image_text_ids(form).ok, form
+
+
+def test_image_text_ids_slips_are_named():
+    right = _by_hand()
+    counted = [r[:10] + [10, 11] for r in right]
+    assert "largest side" in check_image_text_ids(counted).message
+    swapped = nb11._variant_ids(IMAGE_TEXT["segments"], 2, swap=True)
+    assert "swapped" in check_image_text_ids(swapped).message
+    unmerged = mrope_position_ids(IMAGE_TEXT["segments"], spatial_merge_size=1).tolist()
+    assert "merges 2 × 2" in check_image_text_ids(unmerged).message
+    from_zero = [r[:4] + [v - 4 for v in r[4:10]] + r[10:] for r in right]
+    assert "start at 0" in check_image_text_ids(from_zero).message
+    assert "same length" in check_image_text_ids([right[0], right[1], right[2][:-1]]).message
+    assert "Not answered" in check_image_text_ids(None).message
+    for junk in JUNK + [[right[0], right[1]], [right[0], right[1], ["a"] * 12], [[0.5] * 12] * 3]:
+        feedback = check_image_text_ids(junk)
+        assert not feedback.ok and feedback.message
+
+
+# --------------------------------------------------------------------------- exercise 2
+
+
+def test_window_pairs_right_answers_pass():
+    g = GEMMA3_GLOBAL
+    # independently: the package's frequencies of a Gemma 3 global layer, turns over the window
+    spec = LayerRope(g["head_dim"], base=g["base"], scaling={"rope_type": "linear", "factor": g["factor"]})
+    turns = g["window"] * spec.frequencies() / (2 * math.pi)
+    right = int((turns >= 1).sum())
+    assert bool((turns[:right] >= 1).all()) and bool((turns[right:] < 1).all())
+    for form in (right, float(right), np.int64(right), torch.tensor(right), list(range(right)), range(right)):
+        assert check_window_pairs(form).ok, form
+    assert "wavelength" in check_window_pairs(right).message
+
+
+def test_window_pairs_slips_are_named():
+    g = GEMMA3_GLOBAL
+    no_factor = nb11.window_pairs(g["head_dim"], g["base"], 1.0, g["window"])
+    assert "linear factor" in check_window_pairs(no_factor).message
+    assert (
+        "2π"
+        in check_window_pairs(nb11.window_pairs(g["head_dim"], g["base"], g["factor"], g["window"], turn=1.0)).message
+    )
+    assert "sliding-window" in check_window_pairs(nb11.window_pairs(g["head_dim"], 10_000.0, 1.0, g["window"])).message
+    right = nb11.window_pairs(g["head_dim"], g["base"], g["factor"], g["window"])
+    assert "features" in check_window_pairs(2 * right).message
+    assert "run from pair 0" in check_window_pairs([1, 2, 3]).message
+    assert "between 0 and 128" in check_window_pairs(500).message
+    for junk in JUNK + [right + 0.5, [0, 1.5]]:
+        feedback = check_window_pairs(junk)
+        assert not feedback.ok and feedback.message
+
+
+# --------------------------------------------------------------------------- exercise 3
+
+
+def _fixed(q_nope, q_rope, latent, k_rope, w_uk, positions):
+    q_latent = q_nope @ w_uk  # W_UK absorbed into the query
+    return q_latent @ latent.mT + apply_rope(q_rope, positions) @ apply_rope(k_rope, positions).mT
+
+
+def _buggy(q_nope, q_rope, latent, k_rope, w_uk, positions):
+    return (q_nope @ w_uk) @ apply_rope(latent, positions).mT + apply_rope(q_rope, positions) @ apply_rope(
+        k_rope, positions
+    ).mT
+
+
+def _explicit_keys(q_nope, q_rope, latent, k_rope, w_uk, positions):
+    """The same scores without absorption: keys formed per head, then the dot product."""
+    k_nope = torch.einsum("hdr,sr->hsd", w_uk, latent)
+    q = torch.cat((q_nope, apply_rope(q_rope, positions)), -1)
+    k = torch.cat((k_nope, apply_rope(k_rope, positions).expand(q.shape[0], -1, -1)), -1)
+    return q @ k.mT
+
+
+def test_mla_scores_right_answers_pass():
+    assert check_mla_scores(_fixed).ok
+    assert check_mla_scores(_explicit_keys).ok  # absorbed or not, the same scores
+    assert check_mla_scores(nb11.mla_scores).ok
+    assert check_mla_scores(lambda *a: _fixed(*a).float()).ok
+
+
+def test_mla_scores_slips_are_named():
+    assert "as given" in check_mla_scores(_buggy).message
+    no_rope = lambda q_nope, q_rope, latent, k_rope, w_uk, positions: (q_nope @ w_uk) @ latent.mT  # noqa: E731
+    assert "rotated term is missing" in check_mla_scores(no_rope).message
+    unrotated = lambda q_nope, q_rope, latent, k_rope, w_uk, positions: (  # noqa: E731
+        (q_nope @ w_uk) @ latent.mT + q_rope @ k_rope.mT
+    )
+    assert "not rotated" in check_mla_scores(unrotated).message
+    assert "[2, 5, 5]" in check_mla_scores(lambda *a: torch.zeros(3)).message
+
+    def hard_coded(q_nope, *rest):  # right for the first size only would still fail the others
+        if q_nope.shape[0] == 2:
+            return _fixed(q_nope, *rest)
+        return torch.zeros(q_nope.shape[0], q_nope.shape[1], q_nope.shape[1], dtype=torch.float64)
+
+    assert not check_mla_scores(hard_coded).ok
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [None, ..., 3, "f", lambda *a: None, lambda *a: 1 / 0, lambda *a: torch.full((2, 5, 5), math.nan)],
+)
+def test_mla_scores_junk_gets_feedback(fn):
+    feedback = check_mla_scores(fn)
+    assert not feedback.ok and feedback.message
+
+
+def test_the_stub_is_not_answered_yet():
+    def stub(*args):
+        raise NotImplementedError
+
+    assert "Not answered" in check_mla_scores(stub).message

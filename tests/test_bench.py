@@ -221,6 +221,14 @@ def test_trace_ops_sees_out_in_place_setitem_and_allocations():
         bench.trace_ops(3)
 
 
+def test_trace_ops_does_not_count_the_overwritten_target_of_copy_as_read():
+    src, dst = torch.ones(4, 6, dtype=torch.bfloat16), torch.empty(4, 6)
+    (copy,) = [o for o in bench.trace_ops(lambda: dst.copy_(src)) if o["kernel"]]
+    assert copy["op"] == "copy_" and copy["read_bytes"] == 24 * 2 and copy["write_bytes"] == 24 * 4
+    (fill,) = [o for o in bench.trace_ops(lambda: dst.fill_(1.0)) if o["kernel"]]
+    assert fill["read_bytes"] == 0 and fill["write_bytes"] == 24 * 4
+
+
 def _target_rows(sin_ratio, sin_error, inter_ratio, half_ratio, compiled_half_ratio, inter_speedup, half_speedup):
     def row(suite, size, variant, **values):
         return bench._row(suite, torch.device("cpu"), 1, size, variant, **values)

@@ -14,7 +14,6 @@ from ._feedback import (
     SetupError,
     _short,
     as_integer,
-    as_number,
     attempt,
     checker,
     describe_error,
@@ -26,7 +25,7 @@ from ._feedback import (
 __all__ = [
     "check_learned_module",
     "check_predicted_error",
-    "check_both_inside",
+    "check_length_for_share",
     "ORDER_CHANGES",
     "check_order_breakers",
 ]
@@ -310,39 +309,40 @@ def check_order_breakers(answer: object) -> Feedback:
     return failed(" ".join(parts))
 
 
+def _share_inside(seq_len: int, max_len: int) -> float:
+    """Share of sequences of ``seq_len`` whose two markers (two distinct random places) are both below ``max_len``."""
+    return max_len * (max_len - 1) / (seq_len * (seq_len - 1))
+
+
 @checker
-def check_both_inside(answer: object, *, seq_len: int = 20, max_len: int = 12) -> Feedback:
-    """Check the fraction of order-task sequences of ``seq_len`` tokens whose two markers (two distinct places
-    drawn at random) both sit at trained positions ``0 … max_len-1``: ``max_len·(max_len−1) / (seq_len·(seq_len−1))``."""
-    if (
-        isinstance(seq_len, bool)
-        or not isinstance(seq_len, int)
-        or not isinstance(max_len, int)
-        or not 2 <= max_len <= seq_len
-    ):
-        raise SetupError(f"need integers 2 <= max_len <= seq_len, got max_len={max_len!r}, seq_len={seq_len!r}")
+def check_length_for_share(answer: object, *, max_len: int = 12, share: float = 0.5) -> Feedback:
+    """Check the shortest sequence length at which fewer than ``share`` of the order-task sequences have both
+    markers at trained positions ``0 … max_len-1``: the least ``L`` with ``max_len(max_len−1)/(L(L−1)) < share``."""
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 2 or not 0 < share < 1:
+        raise SetupError(f"need an integer max_len >= 2 and 0 < share < 1, got max_len={max_len!r}, share={share!r}")
     if _is_placeholder(answer):
         return not_done()
-    value, problem = as_number(answer, "a fraction between 0 and 1")
+    length, problem = as_integer(answer, "a whole number of tokens (a sequence length)")
     if problem is not None:
         return problem
-    want = max_len * (max_len - 1) / (seq_len * (seq_len - 1))
-    if abs(value - want) <= 0.002:
+    want = next(n for n in range(max_len, 100 * max_len) if _share_inside(n, max_len) < share)
+    if length == want:
         return passed(
-            f"{want:.4f}: the first marker lands in the first {max_len} places with probability {max_len}/{seq_len}, and "
-            f"then the second in one of the {max_len - 1} remaining ones out of {seq_len - 1}."
+            f"{want} tokens: both markers sit at trained positions in {_share_inside(want, max_len):.3f} of the sequences, "
+            f"while at {want - 1} it is still {_share_inside(want - 1, max_len):.3f}. Already at "
+            f"{want / max_len:.2f}x the trained length, most sequences put a marker where the model has never been."
         )
-    if abs(value - want * 100) <= 0.2:
-        return failed("That looks like a percentage: answer with a fraction between 0 and 1.")
-    if abs(value - (max_len / seq_len) ** 2) <= 0.002:
+    if length < max_len:
+        return failed(f"At {length} tokens (no more than max_len = {max_len}) every marker sits at a trained position.")
+    if _share_inside(length, max_len) >= share:
         return failed(
-            "That treats the two places as independent draws, which could coincide. The markers sit at two "
-            "different places: once the first is placed, fewer places are left for the second."
+            f"At {length} tokens both markers are still at trained positions in {_share_inside(length, max_len):.3f} of "
+            "the sequences, not fewer than the share asked for: try longer."
         )
-    if abs(value - max_len / seq_len) <= 0.002:
-        return failed("That is the chance for one marker; both must sit at trained positions.")
-    if abs(value - (1 - want)) <= 0.002:
-        return failed("That is the share with at least one marker beyond the trained positions: the complement.")
-    if not 0 <= value <= 1:
-        return failed(f"{value:g} is not a fraction: it must lie between 0 and 1.")
-    return failed("Not quite. Count the ordered pairs of distinct places, and those with both places below max_len.")
+    if length == 2 * max_len:
+        return failed(
+            "Twice the trained length is far past it: the share falls faster, as the product of two fractions."
+        )
+    return failed(
+        f"At {length} tokens the share is below {share:g}, but it already was at a shorter length: find the shortest."
+    )

@@ -59,7 +59,7 @@ SETTINGS: dict[str, dict] = {
     "check_bytes_moved": {},
     "check_predicted_time": {},
     "check_concat_offset": {},
-    "check_both_inside": {},
+    "check_length_for_share": {},
     "check_weight_conversion": {},
     "check_angle_fix": {},
     "check_full_turns": {},
@@ -403,7 +403,7 @@ CORRECT = {
     "check_bytes_moved": 4 * (2 * 8 * 512 * 768 + 768),
     "check_predicted_time": 2 * 32 * 4096 * 128 * 2 / 2e12 * 1e6,
     "check_concat_offset": lambda k, d, base=10000.0: _concat_offset(k, d, base),
-    "check_both_inside": np.float64(12 * 11 / (20 * 19)),
+    "check_length_for_share": np.int64(17),
     "check_weight_conversion": lambda W, heads: (
         _to_half(W.view(heads, -1, W.shape[1]).transpose(1, 2)).transpose(1, 2).reshape(W.shape)
     ),

@@ -246,21 +246,26 @@ def test_check_learned_module_enforces_the_task():
     assert good.ok and "[3, 8]" in good.message and "[10, 2]" in good.message
 
 
-def test_check_both_inside():
-    from pe_lessons.exercises.nb06 import check_both_inside
+def test_check_length_for_share():
+    from pe_lessons.exercises.nb06 import check_length_for_share
 
-    want = 12 * 11 / (20 * 19)
-    assert (
-        check_both_inside(want).ok and check_both_inside(round(want, 3)).ok and check_both_inside(torch.tensor(want)).ok
-    )
-    assert check_both_inside(12 * 11 / (16 * 15), seq_len=16).ok
-    assert "independent" in check_both_inside((12 / 20) ** 2).message
-    assert "one marker" in check_both_inside(12 / 20).message
-    assert "complement" in check_both_inside(1 - want).message
-    assert "percentage" in check_both_inside(100 * want).message
-    assert "Not answered" in check_both_inside(None).message
-    for wrong in (0.5, 0.2, 12 * 11 / (16 * 15)):  # the length-16 value of the notebook is not the answer
-        feedback = check_both_inside(wrong)
-        assert not feedback.ok and f"{want:.4f}" not in feedback.message
+    assert 12 * 11 / (16 * 15) > 0.5 > 12 * 11 / (17 * 16)
+    assert check_length_for_share(17).ok and check_length_for_share(torch.tensor(17)).ok
+    assert check_length_for_share(np_int(17)).ok
+    assert check_length_for_share(9, max_len=6).ok and 6 * 5 / (9 * 8) < 0.5 < 6 * 5 / (8 * 7)  # another size
+    assert "still" in check_length_for_share(16).message
+    assert "shortest" in check_length_for_share(20).message
+    assert "Twice" in check_length_for_share(24).message
+    assert "every marker" in check_length_for_share(10).message
+    assert "whole number" in check_length_for_share(16.5).message
+    assert "Not answered" in check_length_for_share(None).message
+    for wrong in (16, 18, 20, 24):
+        assert "17" not in check_length_for_share(wrong).message  # never the answer
     with pytest.raises(ValueError):
-        check_both_inside(0.3, seq_len=10, max_len=12)
+        check_length_for_share(17, share=1.5)
+
+
+def np_int(value):
+    import numpy as np
+
+    return np.int64(value)

@@ -10,9 +10,12 @@ from __future__ import annotations
 import math
 import numbers
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import torch
+
+T = TypeVar("T")
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -37,6 +40,11 @@ def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
 def check_positive_int(name: str, value: object) -> int:
     """An integer >= 1 (a count or a size)."""
     return check_int(name, value, minimum=1)
+
+
+def check_optional(check: Callable[[str, object], T], name: str, value: object) -> T | None:
+    """``None``, or ``value`` as ``check(name, value)`` returns it (e.g. an optional limit)."""
+    return None if value is None else check(name, value)
 
 
 def check_d_model(value: object, name: str = "d_model") -> int:

@@ -187,12 +187,16 @@ def _rotate_complex(x: torch.Tensor, multiplier: torch.Tensor) -> torch.Tensor:
     if x.dtype == work:  # one pass: the product is the output
         xw = x if _complex_ready(x) else x.contiguous()
         return torch.view_as_real(torch.view_as_complex(xw.unflatten(-1, (h, 2))) * multiplier).flatten(-2)
-    # float16/bfloat16: a converting copy into a float32 buffer, turned in place, converted back
-    shape = torch.broadcast_shapes(x.shape[:-1] + (h,), multiplier.shape)
-    pairs = torch.empty(shape + (2,), dtype=work, device=x.device)
-    pairs.copy_(x.unflatten(-1, (h, 2)))
-    torch.view_as_complex(pairs).mul_(multiplier)
-    return pairs.flatten(-2).to(x.dtype)
+    # float16/bfloat16: a converting copy up to float32, turned in place, converted back
+    pairs = x.to(work)
+    if not _complex_ready(pairs):
+        pairs = pairs.contiguous()
+    z = torch.view_as_complex(pairs.unflatten(-1, (h, 2)))
+    if torch.broadcast_shapes(z.shape, multiplier.shape) == z.shape:
+        z.mul_(multiplier)
+    else:  # (tables with more rows than x: the product is larger than x)
+        z = z * multiplier
+    return torch.view_as_real(z).flatten(-2).to(x.dtype)
 
 
 def rotate_fusable(

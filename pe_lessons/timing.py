@@ -15,10 +15,11 @@ from torch.utils.benchmark import Timer
 
 from ._checks import check_choice, check_device, check_int, check_real
 
-__all__ = ["measure", "try_compile"]
+__all__ = ["measure", "try_compile", "check_timing_device", "thread_count"]
 
 
-def _device(device: torch.device | str) -> torch.device:
+def check_timing_device(device: torch.device | str) -> torch.device:
+    """A device with data to time: ``check_device``'s, but neither ``None`` (say which) nor ``meta``."""
     if device is None:
         raise TypeError("device must be a torch.device or a string such as 'cpu' or 'cuda', got None")
     device = check_device(device)
@@ -27,7 +28,8 @@ def _device(device: torch.device | str) -> torch.device:
     return device
 
 
-def _threads(threads: int | None) -> int:
+def thread_count(threads: int | None) -> int:
+    """``threads`` checked (an integer >= 1), or torch's current thread count for ``None``."""
     return torch.get_num_threads() if threads is None else check_int("threads", threads, minimum=1)
 
 
@@ -67,8 +69,8 @@ def measure(
     (``stat="min"``: the least disturbed round — other work on a shared machine only ever
     adds time, so the best round is the steadier basis for comparing two operations).
     """
-    device = _device(device)
-    threads = _threads(threads)
+    device = check_timing_device(device)
+    threads = thread_count(threads)
     rounds = check_int("rounds", rounds, minimum=1)
     warmup = check_int("warmup", warmup, minimum=0)
     stat = check_choice("stat", stat, ("median", "min"))

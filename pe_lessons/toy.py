@@ -22,7 +22,9 @@ Position schemes (:func:`available_schemes`):
 - ``"sinusoidal"``: :class:`~pe_lessons.sinusoidal.SinusoidalPositionalEncoding` added to the embeddings.
 - ``"learned"``: :class:`~pe_lessons.learned.LearnedPositionalEmbedding` added to the embeddings.
 - ``"rotary"``: nothing is added; ``rotate`` turns q and k by position-dependent angles
-  (:func:`~pe_lessons.rotary.apply_rope`) before the dot product.
+  (:func:`~pe_lessons.rotary.apply_rope`) before the dot product, with the model's ``rope_base`` and
+  context-extension rule ``rope_scaling`` (:func:`~pe_lessons.rotary.scaled_frequencies`);
+  :meth:`ToyTransformer.with_rope` gives a copy that reads positions with another rule.
 - ``"alibi"``: :class:`~pe_lessons.relative.ALiBiBias`, a fixed linear penalty on distance, as ``b``.
 - ``"t5"``: :class:`~pe_lessons.relative.RelativePositionBias`, a learned bucketed bias, as ``b``.
 
@@ -48,7 +50,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import cast
@@ -59,6 +61,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._checks import (
+    check_base,
     check_bool,
     check_choice,
     check_d_model,
@@ -70,11 +73,12 @@ from ._checks import (
 )
 from .learned import LearnedPositionalEmbedding
 from .relative import ALiBiBias, RelativePositionBias
-from .rotary import apply_rope
+from .rotary import apply_rope, scaled_frequencies
 from .sinusoidal import SinusoidalPositionalEncoding
 
 __all__ = [
     "Rotate",
+    "RopeRotate",
     "Bias",
     "available_schemes",
     "attention",
@@ -107,12 +111,36 @@ def available_schemes() -> tuple[str, ...]:
     return SCHEMES
 
 
-def rope_rotate(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The ``"rotary"`` scheme's hook: :func:`~pe_lessons.rotary.apply_rope` on q and k.
+@dataclass(frozen=True)
+class RopeRotate:
+    """The ``"rotary"`` scheme's hook: :func:`~pe_lessons.rotary.apply_rope` on q and k with one
+    ``base`` and one context-extension rule ``scaling`` (``None``: plain RoPE).
 
-    A module-level function (not a closure), so that a rotary model can be pickled and ``torch.save``-d.
+    An object, not a closure, so that a rotary model can be pickled and ``torch.save``-d.
     """
-    return apply_rope(q, positions), apply_rope(k, positions)
+
+    base: float = 10000.0
+    scaling: Mapping[str, object] | None = None
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return (
+            apply_rope(q, positions, base=self.base, scaling=self.scaling),
+            apply_rope(k, positions, base=self.base, scaling=self.scaling),
+        )
+
+
+def _rope_rotate(head_dim: int, base: object, scaling: object) -> RopeRotate:
+    """A checked :class:`RopeRotate`: a bad base or rule raises here, naming it, not at the first forward."""
+    base = check_base(base, "rope_base")
+    try:
+        scaled_frequencies(head_dim, scaling, base=base)  # checks every key of the rule
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"rope_scaling: {err}") from None
+    return RopeRotate(base, None if scaling is None else dict(scaling))
+
+
+#: The plain ``"rotary"`` hook (base 10 000, no rule).
+rope_rotate = RopeRotate()
 
 
 def attention(
@@ -262,6 +290,8 @@ class ToyTransformer(nn.Module):
         pooled: bool = False,
         causal: bool = False,
         num_buckets: int = 8,
+        rope_base: float = 10000.0,
+        rope_scaling: Mapping[str, object] | None = None,
     ) -> None:
         super().__init__()
         self.vocab_size = check_positive_int("vocab_size", vocab_size)
@@ -271,6 +301,8 @@ class ToyTransformer(nn.Module):
         n_layers, max_len = check_positive_int("n_layers", n_layers), check_positive_int("max_len", max_len)
         self.pooled, self.causal = check_bool("pooled", pooled), check_bool("causal", causal)
         self._refuse_absurd_sizes(n_layers, max_len)
+        if scheme != "rotary" and (rope_base != 10000.0 or rope_scaling is not None):
+            raise ValueError(f"rope_base and rope_scaling need scheme='rotary', this model uses {scheme!r}")
         self.embed = nn.Embedding(self.vocab_size, self.d_model)
         self.position: nn.Module | None = None
         self.relative: nn.Module | None = None
@@ -280,7 +312,7 @@ class ToyTransformer(nn.Module):
         elif scheme == "learned":
             self.position = LearnedPositionalEmbedding(max_len, self.d_model)
         elif scheme == "rotary":
-            rotate = rope_rotate
+            rotate = _rope_rotate(self.d_model // check_positive_int("n_heads", n_heads), rope_base, rope_scaling)
         elif scheme == "alibi":
             self.relative = ALiBiBias(n_heads)
         elif scheme == "t5":
@@ -355,8 +387,36 @@ class ToyTransformer(nn.Module):
         twin.position = self.position.extended(max_len, generator=torch.Generator().manual_seed(seed))
         return twin
 
+    def with_rope(self, *, base: float | None = None, scaling: Mapping[str, object] | None = None) -> ToyTransformer:
+        """A copy that rotates q and k with ``base`` (default: this model's) and the context-extension
+        rule ``scaling`` (:func:`~pe_lessons.rotary.scaled_frequencies`; ``None``: plain RoPE) in every
+        rotary layer (NoPE layers, see :func:`with_nope_layers`, stay as they are).
+
+        The weights are the same: this is how a trained model is read at a longer length with a rule
+        (zero-shot, or before a fine-tune of the copy)."""
+        if self.scheme != "rotary":
+            raise ValueError(f"with_rope needs scheme='rotary', this model uses {self.scheme!r}")
+        rope = self.rope
+        old_base = 10000.0 if rope is None else rope.base
+        rotate = _rope_rotate(self.blocks[0].attn.head_dim, old_base if base is None else base, scaling)
+        twin = copy.deepcopy(self)
+        for block in twin.blocks:
+            if block.attn.rotate is not None:
+                block.attn.rotate = rotate
+        return twin
+
+    @property
+    def rope(self) -> RopeRotate | None:
+        """The rotary hook (its ``base`` and ``scaling``), or ``None`` when no layer rotates."""
+        hooks = [block.attn.rotate for block in self.blocks if isinstance(block.attn.rotate, RopeRotate)]
+        return hooks[0] if hooks else None
+
     def extra_repr(self) -> str:
-        return f"scheme={self.scheme!r}, pooled={self.pooled}, causal={self.causal}"
+        text = f"scheme={self.scheme!r}, pooled={self.pooled}, causal={self.causal}"
+        rope = self.rope
+        if rope is not None and (rope.base != 10000.0 or rope.scaling is not None):
+            text += f", rope_base={rope.base:g}, rope_scaling={rope.scaling!r}"
+        return text
 
 
 # --------------------------------------------------------------------------- tasks

@@ -298,12 +298,7 @@ class Explorer(widgets.VBox):
                 self.output.clear_output(wait=True)
                 display(self.chart)
             return
-        data: dict | None
-        if alt.renderers.active == "pe_lessons":
-            data = render_chart(self.chart.to_dict(), static_image=False)
-        else:
-            bundle = self.chart._repr_mimebundle_()
-            data = bundle[0] if isinstance(bundle, tuple) else bundle
+        data = render_chart(self.chart.to_dict(), static_image=False)  # the course's bundle, whatever renderer is on
         self.output.outputs = ({"output_type": "display_data", "data": data, "metadata": {}},)
 
 

@@ -17,6 +17,7 @@ from pe_lessons._checks import (
     check_float_dtype,
     check_float_tensor,
     check_int,
+    check_optional,
     check_positive_int,
     check_real,
     check_reals,
@@ -77,6 +78,13 @@ def test_check_reals_checks_the_length_and_every_item():
         check_reals("f", ["1"], length=1)
     with pytest.raises(TypeError, match="f must be a list"):
         check_reals("f", "12", length=2)
+
+
+def test_check_optional_lets_none_through_and_checks_the_rest():
+    assert check_optional(check_positive_int, "limit", None) is None
+    assert check_optional(check_positive_int, "limit", 3) == 3
+    with pytest.raises(ValueError, match="limit must be an integer >= 1"):
+        check_optional(check_positive_int, "limit", 0)
 
 
 def test_check_choice():

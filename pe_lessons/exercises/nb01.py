@@ -75,7 +75,7 @@ def check_first_slow_column(answer: int | None, length: float, d_model: int, bas
     return failed(f"Answer with a column index between 0 and {d_model - 1}.")
 
 
-# --------------------------------------------------------------------------- new exercise: derive a dot product
+# --------------------------------------------------------------------------- exercise: derive a dot product
 def _real(value: object) -> float | None:
     """``value`` as a finite float (Python, numpy or one-element torch number), else None."""
     number, problem = as_number(value)

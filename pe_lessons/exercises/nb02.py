@@ -251,7 +251,7 @@ def check_window_table(window_table: Callable[[int, int, int], torch.Tensor] | N
     )
 
 
-# --------------------------------------------------------------------------- new exercise: debug a half-done fix
+# --------------------------------------------------------------------------- exercise: debug a half-done fix
 def _angle_errors(table: torch.Tensor, max_len: int, d_model: int) -> torch.Tensor:
     """``|angle read from each (sin, cos) pair − exact angle|`` wrapped to [0, π], per position and pair."""
     pairs = table.double().view(max_len, d_model // 2, 2)

@@ -101,7 +101,7 @@ def check_first_honest_column(
     return failed(f"Column {answer} is drawn honestly (period {lam[answer]:,.0f}), but an earlier column already is.")
 
 
-# --------------------------------------------------------------------------- new exercise: predict the alias
+# --------------------------------------------------------------------------- exercise: predict the alias
 def alias_period(column: int, d_model: int, n_positions: int, rows: int, base: float = 10000.0) -> float:
     """The period (in positions) that naive subsampling — one position every ``k = n_positions // rows`` —
     shows for ``column``: ``k·2π / |k·ω − 2π·m|`` with ``m`` the nearest integer to ``k·ω/2π``.

@@ -71,13 +71,14 @@ SETTINGS: dict[str, dict] = {
     "check_order_breakers": {},
     "check_alibi_slopes": {},
     "check_t5_bucket": {},
-    "check_critical_pair": {},
+    "check_out_of_range": {},
     "check_ntk_base": {
         "kwargs": {"new_base": 1.0},
         "answers": ["scale", "new_base"],
-        "good": {"scale": 4.0, "new_base": 10000.0 * 4.0 ** (128 / 126)},
+        "good": {"scale": 8.0, "new_base": 10000.0 * 8.0 ** (96 / 94)},
     },
-    "check_yarn_range": {},
+    "check_yarn_frequencies": {},
+    "check_stretch_ratio": {},
     "check_image_text_ids": {},
     "check_window_pairs": {},
     "check_mla_scores": {},
@@ -562,12 +563,17 @@ def test_feedback_prints_as_one_line_and_is_truthy_when_ok():
     assert repr(exercises.Feedback(False, "no")) == "❌ no" and not exercises.Feedback(False, "x")
 
 
-def test_new_checkers_are_exported_at_the_end_of_their_modules():
-    from pe_lessons.exercises import nb01, nb02, nb03, nb04
+def test_every_checker_is_exported_by_its_module_and_the_package():
+    import importlib
+    import inspect
 
-    assert nb01.__all__[-1] == "check_sin_only_norm" and nb02.__all__[-1] == "check_precision_fix"
-    assert nb03.__all__[-1] == "check_dropout_module" and nb04.__all__[-2:] == ["context_base", "check_context_base"]
-    for name in ("check_offset_dot", "check_sin_only_norm", "check_window_table", "check_precision_fix"):
-        assert name in exercises.__all__
-    for name in ("check_dropout_module", "check_alias_period", "check_context_base"):
-        assert name in exercises.__all__
+    for number in range(1, 12):
+        module = importlib.import_module(f"pe_lessons.exercises.nb{number:02d}")
+        defined = {
+            name
+            for name, fn in inspect.getmembers(module, inspect.isfunction)
+            if name.startswith("check_") and fn.__module__ == module.__name__
+        }
+        assert defined, f"{module.__name__} defines no checker"
+        assert defined <= set(module.__all__), f"{module.__name__}: not in __all__: {defined - set(module.__all__)}"
+        assert defined <= set(exercises.__all__) and all(getattr(exercises, name) for name in defined)

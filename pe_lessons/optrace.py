@@ -109,7 +109,8 @@ def trace_ops(fn: Callable[..., object], *args: object) -> list[dict]:
     op reads the tensor it updates, except ops that only overwrite it, such as
     ``copy_``) and ``write_bytes`` (every output written once; ``out=`` and in-place
     targets included). In eager mode each operation with ``kernel=True`` is one
-    kernel launch that reads its inputs from memory and writes its output back. Only calls that go through torch's Python API are seen.
+    kernel launch that reads its inputs from memory and writes its output back. Only
+    calls that go through torch's Python API are seen.
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")

@@ -39,6 +39,7 @@ default) is refused with a ``ValueError`` before anything is allocated.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 
 import torch
 from torch import nn
@@ -138,9 +139,13 @@ def exact_rows(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
 #: position's row is the same in every table, whatever its length.
 BLOCK = 256
 
-#: Sub-tables kept per (d_model, base, device): ``(sin_f, cos_f, sin_c, cos_c)`` in float32.
-_SUBTABLES: dict[tuple[int, float, str], tuple[torch.Tensor, ...]] = {}
-#: At most this many cache entries (oldest dropped first) ...
+#: ``(sin_f, cos_f, sin_c, cos_c)``: sin and cos of the fine angles ``r·ω`` and of the coarse ones ``qB·ω``
+Subtables = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+
+#: Sub-tables kept per (d_model, base, device): ``(sin_f, cos_f, sin_c, cos_c)`` in float32. Like every
+#: cache of the package, bounded and least recently used first out.
+_SUBTABLES: OrderedDict[tuple[int, float, str], Subtables] = OrderedDict()
+#: At most this many cache entries ...
 _SUBTABLES_MAX_ENTRIES = 8
 #: ... and coarse tables of at most this many bytes are kept (larger ones are rebuilt per call).
 _SUBTABLES_MAX_BYTES = 16 * 2**20
@@ -148,7 +153,7 @@ _SUBTABLES_MAX_BYTES = 16 * 2**20
 
 def angle_addition_subtables(
     n_blocks: int, inv_freq: torch.Tensor, *, block: int = BLOCK, dtype: torch.dtype = torch.float32
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+) -> Subtables:
     """``sin, cos`` of ``r·ω`` (``r < block``) and of ``qB·ω`` (``q < n_blocks``), from float64 on the CPU,
     rounded once to ``dtype``: the only sines and cosines :func:`angle_addition` needs."""
     fine = torch.arange(block, dtype=torch.float64)[:, None] * inv_freq  # r·ω, r < B
@@ -161,7 +166,7 @@ def angle_addition_subtables(
     )
 
 
-def _subtables(n_blocks: int, d_model: int, base: float, device: torch.device) -> tuple[torch.Tensor, ...]:
+def _subtables(n_blocks: int, d_model: int, base: float, device: torch.device) -> Subtables:
     """The four sub-tables on ``device``, cached so that a GPU call does no host work and no copy.
 
     They are always computed on the CPU (one float64 code path: the same bits on every device)
@@ -170,34 +175,29 @@ def _subtables(n_blocks: int, d_model: int, base: float, device: torch.device) -
     key = (d_model, base, str(device))
     cached = _SUBTABLES.get(key)
     if cached is not None and cached[2].shape[0] >= n_blocks:
+        _SUBTABLES.move_to_end(key)
         sin_f, cos_f, sin_c, cos_c = cached
         return sin_f, cos_f, sin_c[:n_blocks], cos_c[:n_blocks]
-    tables = tuple(t.to(device) for t in angle_addition_subtables(n_blocks, inverse_frequencies(d_model, base)))
+    sin_f, cos_f, sin_c, cos_c = angle_addition_subtables(n_blocks, inverse_frequencies(d_model, base))
+    tables = (sin_f.to(device), cos_f.to(device), sin_c.to(device), cos_c.to(device))
     if 2 * n_blocks * (d_model // 2) * 4 <= _SUBTABLES_MAX_BYTES:
         _SUBTABLES.pop(key, None)
         while len(_SUBTABLES) >= _SUBTABLES_MAX_ENTRIES:
-            del _SUBTABLES[next(iter(_SUBTABLES))]
+            _SUBTABLES.popitem(last=False)
         _SUBTABLES[key] = tables
     return tables
 
 
 def _angle_addition_table(max_len: int, d_model: int, base: float, device: torch.device) -> torch.Tensor:
     """float32 table built from two small exact tables by angle addition (see module docstring)."""
-    half = d_model // 2
-    block = BLOCK
-    n_blocks = -(-max_len // block)
-    if torch.compiler.is_compiling():
-        # traced by torch.compile: no cache, and no out= writes into views (they break AOTAutograd)
-        tables = angle_addition_subtables(n_blocks, inverse_frequencies(d_model, base))
-        sin_f, cos_f, sin_c, cos_c = (t.to(device) for t in tables)
-        sin_c, cos_c = sin_c[:, None, :], cos_c[:, None, :]
-        out = torch.stack((sin_c * cos_f + cos_c * sin_f, cos_c * cos_f - sin_c * sin_f), dim=-1)
-        return out.reshape(n_blocks * block, 2 * half)[:max_len]
-    if device.type == "cpu":  # cheap here (~0.1 ms), and every sin/cos evaluation stays visible to a tracer
+    n_blocks = -(-max_len // BLOCK)
+    if torch.compiler.is_compiling() or device.type == "cpu":
+        # on the CPU this is cheap (~0.1 ms) and every sin/cos stays visible to a tracer; traced, no cache
         sin_f, cos_f, sin_c, cos_c = angle_addition_subtables(n_blocks, inverse_frequencies(d_model, base))
+        subtables = (sin_f.to(device), cos_f.to(device), sin_c.to(device), cos_c.to(device))
     else:  # a GPU: the sub-tables come from the cache, so the device does all the work of a call
-        sin_f, cos_f, sin_c, cos_c = _subtables(n_blocks, d_model, base, device)
-    return angle_addition(sin_f, cos_f, sin_c, cos_c, max_len)
+        subtables = _subtables(n_blocks, d_model, base, device)
+    return angle_addition(*subtables, max_len)
 
 
 def angle_addition(
@@ -205,15 +205,19 @@ def angle_addition(
 ) -> torch.Tensor:
     """Rows ``PE(qB + r)``, ``[max_len, 2·half]``, from the sub-tables of :func:`angle_addition_subtables`.
 
-    Every entry is two products and a sum in the sub-tables' dtype, on their device (eager: it
-    writes into one preallocated table and one half-size scratch tensor).
+    Every entry is two products and a sum in the sub-tables' dtype, on their device. Eager, they are
+    written into one preallocated table and one half-size scratch tensor; traced by ``torch.compile``
+    the same expression is one out-of-place formula (writes into views break AOTAutograd).
     """
     n_blocks, half = sin_c.shape
     block = sin_f.shape[0]
-    out = torch.empty(n_blocks, block, half, 2, dtype=sin_f.dtype, device=sin_f.device)
-    tmp = torch.empty(n_blocks, block, half, dtype=sin_f.dtype, device=sin_f.device)
     sin_c, cos_c = sin_c[:, None, :], cos_c[:, None, :]
     # sin(a + b) = sin a cos b + cos a sin b ;  cos(a + b) = cos a cos b - sin a sin b
+    if torch.compiler.is_compiling():
+        out = torch.stack((sin_c * cos_f + cos_c * sin_f, cos_c * cos_f - sin_c * sin_f), dim=-1)
+        return out.reshape(n_blocks * block, 2 * half)[:max_len]
+    out = torch.empty(n_blocks, block, half, 2, dtype=sin_f.dtype, device=sin_f.device)
+    tmp = torch.empty(n_blocks, block, half, dtype=sin_f.dtype, device=sin_f.device)
     # Separate multiplies and adds (not addcmul): each is one IEEE rounding whatever the CPU's
     # vector unit, while a fused multiply-add is used by some kernels and not others — the
     # table is then bit-identical on every machine, and stored notebook outputs replay.

@@ -129,7 +129,7 @@ class RopeRotate:
         )
 
 
-def _rope_rotate(head_dim: int, base: object, scaling: object) -> RopeRotate:
+def _rope_rotate(head_dim: int, base: object, scaling: Mapping[str, object] | None) -> RopeRotate:
     """A checked :class:`RopeRotate`: a bad base or rule raises here, naming it, not at the first forward."""
     base = check_base(base, "rope_base")
     try:
@@ -265,6 +265,16 @@ class EncoderBlock(nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
+class Blocks(nn.ModuleList):
+    """The model's blocks in order: an ``nn.ModuleList`` whose items are typed as :class:`EncoderBlock`."""
+
+    def __iter__(self) -> Iterator[EncoderBlock]:
+        return cast(Iterator[EncoderBlock], super().__iter__())
+
+    def __getitem__(self, index: int) -> EncoderBlock:  # type: ignore[override]
+        return cast(EncoderBlock, super().__getitem__(index))
+
+
 class ToyTransformer(nn.Module):
     """Token ids ``[batch, seq]`` → logits: ``[batch, n_classes]`` if ``pooled`` (mean over positions),
     else ``[batch, seq, n_classes]``.
@@ -322,7 +332,7 @@ class ToyTransformer(nn.Module):
                 max_distance=max_len,
                 bidirectional=not causal,
             )
-        self.blocks = nn.ModuleList(
+        self.blocks = Blocks(
             EncoderBlock(self.d_model, n_heads, rotate, bias=self.relative, causal=causal) for _ in range(n_layers)
         )
         self.norm = nn.LayerNorm(self.d_model)
@@ -372,7 +382,7 @@ class ToyTransformer(nn.Module):
         x = self._embed(tokens)
         positions = torch.arange(tokens.shape[1], device=x.device)
         weights = []
-        for block in cast(list[EncoderBlock], self.blocks):
+        for block in self.blocks:
             weights.append(block.attn.weights(block.norm1(x), positions))
             x = block(x, positions)
         return torch.stack(weights)
@@ -677,7 +687,7 @@ def evaluate(
     extend_learned = check_bool("extend_learned", extend_learned)
     if extend_learned and isinstance(model.position, LearnedPositionalEmbedding) and seq_len > model.position.max_len:
         model = model.with_longer_table(seq_len, seed=seed)
-    heads = cast(EncoderBlock, model.blocks[0]).attn.n_heads
+    heads = model.blocks[0].attn.n_heads
     check_fits("n", [n, heads, seq_len, seq_len], torch.float32, what="one layer's attention scores")
     tokens, labels = task.sample(n, seq_len, torch.Generator().manual_seed(check_int("seed", seed)))
     device = _device_of(model)

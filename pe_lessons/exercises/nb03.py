@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from ..variants import VARIANTS
+from . import _feedback
 from ._feedback import (
     Feedback,
     SetupError,
@@ -21,6 +22,7 @@ from ._feedback import (
     is_placeholder,
     not_done,
     passed,
+    time_limit,
 )
 
 __all__ = ["check_bug_test", "check_mystery", "mystery_table", "check_dropout_fix", "check_dropout_module"]
@@ -46,7 +48,8 @@ class _NotABool(Exception):
 
 
 def _verdict(my_test: Callable[[torch.Tensor], object], table: torch.Tensor) -> bool:
-    result = my_test(table.clone())
+    with time_limit(_feedback.TIME_LIMIT):  # a loop that never ends becomes feedback (via @checker)
+        result = my_test(table.clone())
     if isinstance(result, (torch.Tensor, np.ndarray)):
         if math.prod(result.shape) != 1 or (isinstance(result, torch.Tensor) and result.device.type == "meta"):
             shape = list(result.shape)
@@ -222,6 +225,12 @@ def check_dropout_fix(add_positions: Callable[..., torch.Tensor] | None) -> Feed
     dropped = trained == 0
     if not dropped.any():
         return _nothing_dropped(trained, x, want)
+    kept = float((~dropped).double().mean())
+    if not 0.35 <= kept <= 0.65:  # p = 0.5 on 1280 entries: about half are kept (0.35–0.65 is > 10 σ wide)
+        return failed(
+            f"With training=True and p = 0.5, {kept:.0%} of the entries were kept; dropout keeps each one with "
+            "probability 1 − p, about half here. Use F.dropout(..., p=p, training=training) on x + table[:seq_len]."
+        )
     if not torch.allclose(trained[~dropped], 2 * want[~dropped], atol=1e-5):
         return failed("Kept entries must be scaled by 1/(1-p) in training, as F.dropout does.")
     return passed("Dropout now acts only while training; at inference the output is x + PE, every time.")

@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 import numbers
 
+from .._checks import check_base, check_d_model, check_int
 from ..sinusoidal import wavelengths
 from ._feedback import (
     Feedback,
+    SetupError,
     as_integer,
     as_number,
     checker,
@@ -109,6 +111,17 @@ def alias_period(column: int, d_model: int, n_positions: int, rows: int, base: f
     Equal to the true period ``2π/ω`` when the column is slow enough (``2π/ω > 2k``, Nyquist);
     ``inf`` when ``k·ω`` is a whole number of turns (the picture shows a constant).
     """
+    d_model = check_d_model(d_model)
+    column = check_int("column", column, minimum=0)
+    if column >= d_model:
+        raise ValueError(f"column must be a column index in 0 … d_model - 1 = {d_model - 1}, got {column}")
+    n_positions = check_int("n_positions", n_positions, minimum=1)
+    rows = check_int("rows", rows, minimum=1)
+    if rows > n_positions:
+        raise ValueError(
+            f"rows must be at most n_positions = {n_positions} (one position per row at least), got {rows}"
+        )
+    base = check_base(base)
     k = n_positions // rows
     omega = base ** (-2 * (column // 2) / d_model)
     if 2 * math.pi / omega > 2 * k:
@@ -125,8 +138,11 @@ def check_alias_period(
     """Check a predicted *apparent* period of ``column`` in a naive picture of ``n_positions`` in ``rows`` rows."""
     if answer is None or answer is Ellipsis:
         return not_done()
+    try:
+        want = alias_period(column, d_model, n_positions, rows, base)
+    except (TypeError, ValueError) as err:  # the exercise's settings, not the student's answer
+        raise SetupError(str(err)) from err
     k = n_positions // rows
-    want = alias_period(column, d_model, n_positions, rows, base)
     if want == math.inf and _is_infinite(answer):
         return passed("k·ω is a whole number of turns: every sample lands on one phase, the column looks constant.")
     answer, problem = as_number(answer, "a number of positions")

@@ -11,7 +11,19 @@ import torch
 
 from ..offsets import offset_blocks, offset_matrix
 from ..sinusoidal import sinusoidal_table
-from ._feedback import Feedback, as_integer, attempt, checker, describe_error, failed, is_placeholder, not_done, passed
+from . import _feedback
+from ._feedback import (
+    Feedback,
+    as_integer,
+    attempt,
+    checker,
+    describe_error,
+    failed,
+    is_placeholder,
+    not_done,
+    passed,
+    time_limit,
+)
 
 __all__ = ["check_pair_block", "check_concat_offset", "check_shift", "check_return_offset"]
 
@@ -220,7 +232,7 @@ def _check_shift_width(my_shift: Callable[[torch.Tensor, torch.Tensor], object],
     swap = torch.arange(d_model).view(-1, 2).flip(-1).reshape(-1)
     for pos, k in cases:
         try:
-            with _no_trig():
+            with _no_trig(), time_limit(_feedback.TIME_LIMIT):  # a loop that never ends: feedback (via @checker)
                 got = my_shift(table[pos].clone(), table[k].clone())
         except _TrigCalled as called:
             if called.name.split(".")[-1] in ("sin", "cos"):

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
+from . import _feedback
 from ._feedback import (
     Feedback,
     SetupError,
@@ -20,6 +21,7 @@ from ._feedback import (
     failed,
     not_done,
     passed,
+    time_limit,
 )
 
 __all__ = [
@@ -163,7 +165,8 @@ def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
 def _check_too_long(module: nn.Module, max_len: int, d_model: int, too_long: int) -> Feedback | None:
     """None when ``module`` refuses ``too_long`` positions with a ValueError naming both numbers, else feedback."""
     try:
-        module(torch.randn(1, too_long, d_model))
+        with time_limit(_feedback.TIME_LIMIT):  # a loop that never ends: feedback (via @checker)
+            module(torch.randn(1, too_long, d_model))
     except NotImplementedError as err:
         return describe_error(f"forward on {too_long} positions", err)
     except ValueError as err:

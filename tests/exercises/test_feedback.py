@@ -8,6 +8,7 @@ automatically — and fails loudly until its required arguments are listed in ``
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 
@@ -577,3 +578,205 @@ def test_every_checker_is_exported_by_its_module_and_the_package():
         assert defined, f"{module.__name__} defines no checker"
         assert defined <= set(module.__all__), f"{module.__name__}: not in __all__: {defined - set(module.__all__)}"
         assert defined <= set(exercises.__all__) and all(getattr(exercises, name) for name in defined)
+
+
+# ---------------------------------------------------------------- time limits: a student's loop never hangs a checker
+
+
+def _loop(*args, **kwargs):
+    while True:
+        pass
+
+
+class _LoopingModule(nn.Module):
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(6, 4))
+
+    def forward(self, x):
+        while True:
+            pass
+
+
+def _swallowing_loop(*args, **kwargs):  # `except Exception` inside the loop must not defeat the limit
+    while True:
+        try:
+            while True:
+                pass
+        except Exception:
+            pass
+
+
+def _no_timer_left():
+    import signal
+
+    if hasattr(signal, "setitimer"):
+        assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+        assert signal.getsignal(signal.SIGALRM) is not _feedback._on_alarm
+
+
+@pytest.mark.parametrize("name", CHECKERS)
+def test_a_student_loop_that_never_ends_gets_feedback_within_the_limit(name, monkeypatch):
+    """Every public checker (a new one too), every answer parameter: a function, a class or a module
+    whose forward never returns is stopped and named — never a hang, never ✅."""
+    import time
+
+    monkeypatch.setattr(_feedback, "TIME_LIMIT", 0.2)
+    monkeypatch.setattr(_feedback, "CHECK_TIME_LIMIT", 1.0)
+    check = getattr(exercises, name)
+    for which in _answer_params(name):
+        for answer in (_loop, _LoopingModule, _swallowing_loop):
+            args, kwargs = _call_args(name, which, answer)
+            start = time.monotonic()
+            feedback = check(*args, **kwargs)
+            took = time.monotonic() - start
+            assert not feedback.ok, (name, which, feedback)
+            assert took < 1.5, f"{name} took {took:.1f} s on a looping {answer.__name__}"
+            if took >= 0.2:  # it ran the student's code: the message says why it stopped
+                assert "did not return within" in feedback.message and "a loop that never ends?" in feedback.message
+            _no_timer_left()
+
+
+def test_time_limit_stops_loops_and_sleeps_and_leaves_no_timer():
+    import time
+
+    for fn, args in ((_loop, ()), (_swallowing_loop, ()), (time.sleep, (30,))):
+        start = time.monotonic()
+        value, problem = _feedback.attempt("f()", fn, *args, seconds=0.2)
+        assert value is None and problem is not None and time.monotonic() - start < 1.0
+        assert problem.message == "f(): your function did not return within 0.2 s: a loop that never ends?"
+        _no_timer_left()
+    assert _feedback.attempt("g(2)", lambda x: x * 3, 2, seconds=0.2) == (6, None)
+    _no_timer_left()
+
+
+def test_time_limits_nest_and_restore_a_timer_set_before():
+    import signal
+    import time
+
+    if not hasattr(signal, "setitimer"):
+        pytest.skip("no SIGALRM on this platform")
+    fired = []
+    old = signal.signal(signal.SIGALRM, lambda s, f: fired.append(time.monotonic()))
+    try:
+        start = time.monotonic()
+        signal.setitimer(signal.ITIMER_REAL, 0.6)
+        with _feedback.time_limit(0.3):
+            value, problem = _feedback.attempt("inner()", _loop, seconds=5.0)  # the outer limit is nearer
+        assert value is None and "within 0.3 s" in problem.message and time.monotonic() - start < 0.5
+        assert not fired  # the earlier timer is not due yet …
+        time.sleep(0.5)
+        assert len(fired) == 1 and 0.5 < fired[0] - start < 0.9  # … and fires on time afterwards
+        signal.setitimer(signal.ITIMER_REAL, 0.1)  # a timer that falls due during our limit still fires
+        fired.clear()
+        _feedback.attempt("h()", _loop, seconds=0.4)
+        assert len(fired) == 1
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    _no_timer_left()
+
+
+def test_time_limit_off_the_main_thread_uses_the_trace_fallback():
+    import sys
+    import threading
+    import time
+
+    results = []
+
+    def run():
+        start = time.monotonic()
+        results.append((_feedback.attempt("t()", _loop, seconds=0.2), time.monotonic() - start, sys.gettrace()))
+
+    if sys.gettrace() is not None:
+        pytest.skip("a tracer (debugger, coverage) is active: the fallback steps aside for it")
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(5)
+    assert not thread.is_alive()
+    (value, problem), took, tracer_after = results[0]
+    assert value is None and "did not return within 0.2 s" in problem.message and took < 1.0
+    assert tracer_after is None  # no trace function left behind
+
+
+# ---------------------------------------------------------------- right answers in every ordinary type
+
+
+def _forms(value):
+    """The same number as a Python int/float, NumPy scalar, 0-d and 1-element array/tensor."""
+    forms = [value, float(value), np.float64(value), np.float32(value), torch.tensor(float(value), dtype=torch.float64)]
+    forms += [np.array(float(value)), torch.tensor([float(value)], dtype=torch.float64)]
+    if float(value) == int(value):
+        forms += [int(value), np.int64(int(value)), torch.tensor(int(value)), np.array([int(value)])]
+    return forms
+
+
+@pytest.mark.parametrize("value", [6, 6.0, np.int32(6), np.float32(6.0), torch.tensor(6.0), torch.tensor([6])])
+def test_as_integer_takes_an_integer_in_any_ordinary_form(value):
+    assert _feedback.as_integer(value) == (6, None)
+
+
+@pytest.mark.parametrize("value", [6.5, np.float32(6.5), torch.tensor(6.5), "6", True, math.nan, math.inf])
+def test_as_integer_refuses_non_integers_by_name(value):
+    got, problem = _feedback.as_integer(value)
+    assert got is None and not problem.ok and problem.message.startswith("Answer with")
+
+
+def test_as_values_keeps_python_floats_in_float64():
+    row = [0.1, 1 / 3, math.pi]
+    values, problem = _feedback.as_values(row)
+    assert problem is None and values.dtype == torch.float64 and values.tolist() == row  # no float32 round trip
+    for form in (tuple(row), np.array(row), torch.tensor(row, dtype=torch.float64), [np.float64(v) for v in row]):
+        assert _feedback.as_values(form)[0].tolist() == row
+    assert _feedback.as_values([torch.tensor(0.5), 2])[0].tolist() == [0.5, 2.0]
+    for bad in ("abc", [1 + 1j], [[1, 2], [3]], torch.ones(2, device="meta"), np.array([True]), [object()]):
+        assert _feedback.as_values(bad)[0] is None and not _feedback.as_values(bad)[1].ok
+    assert _feedback.precision(torch.ones(1)) == 2.0**-23 and _feedback.precision([1.0]) == 2.0**-52
+
+
+@pytest.mark.parametrize(
+    "name",
+    [n for n in CHECKERS if n in CORRECT and isinstance(CORRECT[n], (int, float, np.number, torch.Tensor))],
+)
+def test_correct_numbers_pass_in_every_ordinary_type(name, monkeypatch):
+    monkeypatch.setattr(_feedback, "STRICT", True)
+    want = CORRECT[name]
+    if name == "check_first_honest_column":
+        want = next(j for j in range(64) if 2 * math.pi * 10000 ** (2 * (j // 2) / 64) > 2 * 45000 / 300)
+    want = want.item() if isinstance(want, (torch.Tensor, np.generic)) else want
+    for form in _forms(want):
+        args, kwargs = _call_args(name, _answer_params(name)[0], form)
+        feedback = getattr(exercises, name)(*args, **kwargs)
+        assert feedback.ok, (name, form, feedback)
+
+
+def test_dropout_fix_refuses_a_function_that_drops_everything():
+    def drop_all(x, table, p, training):
+        out = x + table[: x.shape[1]]
+        return torch.zeros_like(out) if training else out
+
+    feedback = exercises.check_dropout_fix(drop_all)
+    assert not feedback.ok and "0% of the entries were kept" in feedback.message
+    assert exercises.check_dropout_fix(_add_positions).ok
+
+
+class _OffByOne(nn.Module):
+    def __init__(self, max_len, d_model, shift=0):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(max_len, d_model))
+        self.max_len, self.shift = max_len, shift
+
+    def forward(self, x):
+        if x.shape[1] > self.max_len + self.shift:
+            raise ValueError(f"seq_len {x.shape[1]} > max_len {self.max_len}")
+        return x + torch.cat([self.weight, self.weight])[: x.shape[1]]
+
+
+@pytest.mark.parametrize("shift", [-1, 1])
+def test_learned_module_catches_an_off_by_one_either_way(shift):
+    cls = functools.partial(_OffByOne, shift=shift)
+    cls.__name__ = "OffByOne"
+    feedback = exercises.check_learned_module(cls)
+    assert not feedback.ok, feedback
+    assert ("off by one" in feedback.message) if shift < 0 else ("7 positions" in feedback.message)
+    assert exercises.check_learned_module(functools.partial(_OffByOne, shift=0)).ok

@@ -57,7 +57,7 @@ def _int_set(values: object) -> set[int] | None:
 #: (max_len, d_model) sizes the learned-module checker tries after the one it is given.
 LEARNED_SIZES = ((3, 8), (10, 2))
 #: Largest standard deviation accepted for the table's start ("small random values"; BERT uses 0.02).
-MAX_INIT_STD = 0.5
+MAX_INIT_STD = 2.0
 
 
 @checker

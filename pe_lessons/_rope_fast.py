@@ -232,9 +232,13 @@ def rotate_fusable(
         x2 = xw.unflatten(-1, (2, h))  # [..., 2, pairs]: row 0 the a's, row 1 the b's
         sign = torch.tensor([[-1.0], [1.0]], dtype=work, device=cos.device)  # (a stacked table would be a kernel)
         y = x2 * cos.unsqueeze(-2) + x2.flip(-2) * (sin.unsqueeze(-2) * sign)  # (a·cos - b·sin, b·cos + a·sin)
-        return y.flatten(-2).to(x.dtype)
+        y = y.flatten(-2)
+        return y if y.dtype == x.dtype else y.to(x.dtype)
     a, b = xw[..., 0::2], xw[..., 1::2]
-    return torch.stack(((a * cos - b * sin).to(x.dtype), (a * sin + b * cos).to(x.dtype)), dim=-1).flatten(-2)
+    ya, yb = a * cos - b * sin, a * sin + b * cos  # each pair turned by its angle
+    if ya.dtype != x.dtype:  # rounded before the interleaving, so the compiler writes x.dtype directly
+        ya, yb = ya.to(x.dtype), yb.to(x.dtype)
+    return torch.stack((ya, yb), dim=-1).flatten(-2)
 
 
 class RopeFunction(torch.autograd.Function):

@@ -47,6 +47,14 @@ def check_optional(check: Callable[[str, object], T], name: str, value: object) 
     return None if value is None else check(name, value)
 
 
+def check_seed(value: object, name: str = "seed") -> int:
+    """A random seed torch accepts: an integer in ``0 … 2**64 - 1``."""
+    value = check_int(name, value)
+    if not 0 <= value < 2**64:
+        raise ValueError(f"{name} must be an integer in 0 … 2**64 - 1 (what torch.manual_seed takes), got {value}")
+    return value
+
+
 def check_d_model(value: object, name: str = "d_model") -> int:
     """A model (or head) width: a positive even integer, so features pair up."""
     value = check_int(name, value)
@@ -185,6 +193,9 @@ def set_memory_limit(nbytes: int | None) -> None:
 
 
 def format_bytes(nbytes: float) -> str:
+    if nbytes >= 1024**6:  # huge (a Python int may be past float's range): whole PiB, or a power of two
+        pib = nbytes // 1024**5
+        return f"{int(pib):,} PiB" if pib < 10**12 else f"about 2**{int(nbytes).bit_length() - 1} bytes"
     for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if nbytes < 1024 or unit == "PiB":
             return f"{nbytes:.0f} {unit}" if unit == "bytes" else f"{nbytes:.1f} {unit}"
@@ -233,4 +244,16 @@ def check_device(value: object, name: str = "device") -> torch.device:
         raise ValueError(f"{name}={str(value)!r}: only {torch.cuda.device_count()} CUDA device(s) are visible")
     if device.type == "mps" and not torch.backends.mps.is_available():
         raise ValueError(f"{name}={str(value)!r} asks for Apple's MPS, which is not available here; use device='cpu'")
+    if device.type not in ("cpu", "cuda", "mps", "meta"):  # xpu, xla, hpu …: only if this torch has it working
+        backend = getattr(torch, device.type, None)
+        available = getattr(backend, "is_available", None)
+        try:
+            ok = bool(available()) if callable(available) else False
+        except Exception:
+            ok = False
+        if not ok:
+            raise ValueError(
+                f"{name}={str(value)!r}: the {device.type!r} device type is not available in this PyTorch "
+                "build or machine; use device='cpu' (or 'cuda' / 'mps' where there is one)"
+            )
     return device

@@ -63,10 +63,11 @@ def check_d_model(value: object, name: str = "d_model") -> int:
     return value
 
 
-def _bounds(above: float | None, minimum: float | None, below: float | None) -> str:
+def _bounds(above: float | None, minimum: float | None, below: float | None, maximum: float | None) -> str:
     parts = [f"> {above:g}"] if above is not None else []
     parts += [f">= {minimum:g}"] if minimum is not None else []
     parts += [f"< {below:g}"] if below is not None else []
+    parts += [f"<= {maximum:g}"] if maximum is not None else []
     return " and ".join(parts)
 
 
@@ -77,15 +78,16 @@ def check_real(
     above: float | None = None,
     minimum: float | None = None,
     below: float | None = None,
+    maximum: float | None = None,
     hint: str = "",
     what: str = "",
 ) -> float:
-    """A finite real number as a float, ``> above``, ``>= minimum`` and ``< below`` (each bound optional).
+    """A finite real number as a float, ``> above``, ``>= minimum``, ``< below``, ``<= maximum`` (each optional).
 
     Python and NumPy numbers are accepted, bools are not. ``hint`` (a typical value) goes into the
     error; ``what`` replaces the generated description (e.g. ``"a probability in [0, 1)"``).
     """
-    bounds = _bounds(above, minimum, below)
+    bounds = _bounds(above, minimum, below, maximum)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         kind = what or f"a real number {bounds}".rstrip()
         raise TypeError(f"{name} must be {kind}, got {value!r} ({type(value).__name__})")
@@ -95,6 +97,7 @@ def check_real(
         and (above is None or value > above)
         and (minimum is None or value >= minimum)
         and (below is None or value < below)
+        and (maximum is None or value <= maximum)
     )
     if not inside:
         expected = what or f"a finite number {bounds}".rstrip()

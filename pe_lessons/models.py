@@ -39,6 +39,7 @@ import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -424,7 +425,7 @@ def axial_rotate(x: torch.Tensor, position_ids: torch.Tensor, config: Mapping) -
 
 def _mla_config(config: Mapping) -> dict:
     config = _check_config(config)
-    out = {}
+    out: dict[str, Any] = {}
     for key in ("hidden_size", "num_attention_heads", "kv_lora_rank", "qk_nope_head_dim", "v_head_dim"):
         out[key] = check_int(f"config[{key!r}]", _need(config, key, "multi-head latent attention"), minimum=1)
     out["qk_rope_head_dim"] = check_d_model(
@@ -516,7 +517,7 @@ class LatentAttention(nn.Module):
         self.scaling = mla_softmax_scale(config)
         self._config = dict(config)
 
-    def _rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def _rotate(self, x: torch.Tensor, positions: Positions) -> torch.Tensor:
         return decoupled_rotate(x, positions, self._config)
 
     def pieces(self, hidden: torch.Tensor, positions: Positions = None) -> dict[str, torch.Tensor]:

@@ -130,7 +130,7 @@ class RopeRotate:
         )
 
 
-def _rope_rotate(head_dim: int, base: object, scaling: object) -> RopeRotate:
+def _rope_rotate(head_dim: int, base: object, scaling: Mapping[str, object] | None) -> RopeRotate:
     """A checked :class:`RopeRotate`: a bad base or rule raises here, naming it, not at the first forward."""
     base = check_base(base, "rope_base")
     try:
@@ -266,6 +266,16 @@ class EncoderBlock(nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
+class Blocks(nn.ModuleList):
+    """The model's blocks in order: an ``nn.ModuleList`` whose items are typed as :class:`EncoderBlock`."""
+
+    def __iter__(self) -> Iterator[EncoderBlock]:
+        return cast(Iterator[EncoderBlock], super().__iter__())
+
+    def __getitem__(self, index: int) -> EncoderBlock:  # type: ignore[override]
+        return cast(EncoderBlock, super().__getitem__(index))
+
+
 class ToyTransformer(nn.Module):
     """Token ids ``[batch, seq]`` → logits: ``[batch, n_classes]`` if ``pooled`` (mean over positions),
     else ``[batch, seq, n_classes]``.
@@ -323,7 +333,7 @@ class ToyTransformer(nn.Module):
                 max_distance=max_len,
                 bidirectional=not causal,
             )
-        self.blocks = nn.ModuleList(
+        self.blocks = Blocks(
             EncoderBlock(self.d_model, n_heads, rotate, bias=self.relative, causal=causal) for _ in range(n_layers)
         )
         self.norm = nn.LayerNorm(self.d_model)
@@ -391,7 +401,7 @@ class ToyTransformer(nn.Module):
         x = self._embed(tokens)
         positions = torch.arange(tokens.shape[1], device=x.device)
         weights = []
-        for block in cast(list[EncoderBlock], self.blocks):
+        for block in self.blocks:
             weights.append(block.attn.weights(block.norm1(x), positions))
             x = block(x, positions)
         return torch.stack(weights)

@@ -55,6 +55,9 @@ def test_check_real_bounds_and_kinds():
         check_real("x", 0.0, above=0.0)
     with pytest.raises(ValueError, match=r">= 0 and < 1"):
         check_real("x", 1.0, minimum=0.0, below=1.0)
+    assert check_real("x", 1, above=0.0, maximum=1.0) == 1.0
+    with pytest.raises(ValueError, match=r"x must be a finite number > 0 and <= 1, got 1\.5"):
+        check_real("x", 1.5, above=0.0, maximum=1.0)
     for bad in (math.nan, math.inf, -math.inf):
         with pytest.raises(ValueError, match="finite"):
             check_real("x", bad)

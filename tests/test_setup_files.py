@@ -78,3 +78,27 @@ def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
     assert "python3 course.py test" in readme and "python3 course.py lab" in readme
     assert "python3 course.py test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_test_command_lints_and_type_checks_before_pytest(monkeypatch):
+    import argparse
+
+    sys.path.insert(0, str(ROOT))
+    import course
+
+    calls = []
+
+    def fake_run(cmd, **kwargs):
+        calls.append([str(c) for c in cmd][1:])
+        return 1 if calls[-1][:2] == ["-m", "mypy"] and failing_types else 0
+
+    monkeypatch.setattr(course, "setup", lambda **kwargs: Path("python"))
+    monkeypatch.setattr(course, "run", fake_run)
+    args = argparse.Namespace(unpinned=False, notebooks=[], extra=[])
+    failing_types = False
+    assert course.cmd_test(args) == 0
+    steps = [c[:3] for c in calls]
+    assert steps == [["-m", "ruff", "check"], ["-m", "ruff", "format"], ["-m", "mypy"], ["-m", "pytest", "tests"]]
+    calls.clear()
+    failing_types = True
+    assert course.cmd_test(args) == 1 and [c[:2] for c in calls][-1] == ["-m", "mypy"]  # no pytest after a type error

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import pandas as pd
 import torch
@@ -65,8 +66,8 @@ LENGTHS = (16, 32, 64)
 BASES = (1e2, 1e3, 1e4, 1e5, 1e6)
 EVAL_N = 1024  #: sequences per accuracy: its standard error is at most 0.5/√1024 ≈ 0.016 (0.011 at 0.85)
 ENTROPY_N = 256  #: sequences per attention entropy
-TRAIN = {"seq_len": (8, TRAINED_LEN), "steps": 200}
-FINE_TUNE = {"seq_len": FACTOR * TRAINED_LEN, "steps": 20, "batch_size": 16, "lr": 1e-3}
+TRAIN: dict[str, Any] = {"seq_len": (8, TRAINED_LEN), "steps": 200}
+FINE_TUNE: dict[str, Any] = {"seq_len": FACTOR * TRAINED_LEN, "steps": 20, "batch_size": 16, "lr": 1e-3}
 TEMPERATURE = 0.1 * math.log(FACTOR) + 1  #: YaRN's factor on cos and sin for s = 4
 FINE_TUNED_RULES = ("none", "PI", "NTK", "YaRN", "ABF")
 
@@ -151,6 +152,7 @@ def first_layer_logits(model: ToyTransformer, distances: torch.Tensor) -> torch.
     vocab = model.vocab_size
     q, k, _ = block.attn.qkv(block.norm1(model.embed.weight)).double().view(vocab, 3, heads, width).unbind(1)
     rope = model.rope
+    assert rope is not None, "a rotary model has a rotary hook"
     turned = apply_rope(
         q.transpose(0, 1)[:, :, None, :].expand(heads, vocab, len(distances), width).contiguous(),
         distances.double(),

@@ -154,3 +154,16 @@ def test_checkers_never_raise(checker):
     for value in (Weird(), (Weird(), Weird())):
         feedback = checker(value)
         assert not feedback.ok and feedback.message
+
+
+def test_yarn_checker_stops_a_function_that_never_returns(monkeypatch):
+    from pe_lessons.exercises import _feedback
+
+    monkeypatch.setattr(_feedback, "TIME_LIMIT", 0.5)
+
+    def forever(*args):
+        while True:
+            pass
+
+    feedback = check_yarn_frequencies(forever)
+    assert not feedback.ok and feedback.message

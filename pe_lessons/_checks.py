@@ -27,8 +27,23 @@ def check_bool(name: str, value: object) -> bool:
     return value
 
 
+def _scalar(value: object) -> object:
+    """A 0-d real tensor (``torch.tensor(6)``) → its Python number; anything else unchanged."""
+    if (
+        isinstance(value, torch.Tensor)
+        and value.dim() == 0
+        and value.dtype != torch.bool
+        and not value.dtype.is_complex
+        and value.device.type != "meta"
+    ):
+        return value.item()
+    return value
+
+
 def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
-    """Return ``value`` as an ``int``; reject bools, floats and out-of-range values."""
+    """Return ``value`` as an ``int`` (a Python or NumPy integer, or a 0-d integer tensor);
+    reject bools, floats and out-of-range values."""
+    value = _scalar(value)
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
     value = int(value)
@@ -84,10 +99,11 @@ def check_real(
 ) -> float:
     """A finite real number as a float, ``> above``, ``>= minimum``, ``< below``, ``<= maximum`` (each optional).
 
-    Python and NumPy numbers are accepted, bools are not. ``hint`` (a typical value) goes into the
+    Python and NumPy numbers and 0-d tensors are accepted, bools are not. ``hint`` (a typical value) goes into the
     error; ``what`` replaces the generated description (e.g. ``"a probability in [0, 1)"``).
     """
     bounds = _bounds(above, minimum, below, maximum)
+    value = _scalar(value)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         kind = what or f"a real number {bounds}".rstrip()
         raise TypeError(f"{name} must be {kind}, got {value!r} ({type(value).__name__})")

@@ -23,6 +23,14 @@ writes a tensor of the same size (``8N``; its small cos/sin tables are not
 counted). A kernel that moves more than the minimum (intermediates, several
 passes) shows a lower GB/s than ``clone``, the memory-bandwidth ceiling.
 
+The rotary suite runs in float32, bfloat16 and float16 (a ``clone`` of the same tensor in each),
+counts the **kernels** each variant launches and its **traffic** — bytes moved over the
+compulsory bytes, as :func:`pe_lessons.optrace.trace_ops` counts them for eager code (the cos/sin
+tables included) — and times one decoding step (a single position per call) against Hugging
+Face's. :data:`TARGETS` names each target; :func:`check_targets` judges them. ``--clock cpu``
+(with ``--threads 1``) times this process's CPU time: on a machine busy with other work, the
+time spent waiting for a core is not counted.
+
 The measuring functions return lists of plain dicts (one per row, the keys of
 :data:`COLUMNS`); only :func:`main` prints.
 """
@@ -30,12 +38,14 @@ The measuring functions return lists of plain dicts (one per row, the keys of
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import torch
 
@@ -172,12 +182,8 @@ def default_sizes(device: torch.device | str = "cpu", *, quick: bool = False) ->
     return SIN_SIZES_CUDA, ROPE_SHAPES_CUDA
 
 
-# The baselines (:mod:`.baselines`), the operation tracer (:mod:`.optrace`) and the timer
-# (:mod:`.timing`) live in their own modules; they are re-exported here for the command line.
-
-
 def _row(suite: str, device: torch.device, threads: int, size: str, variant: str, **values: object) -> dict:
-    row = dict.fromkeys(COLUMNS, _NAN)
+    row: dict[str, object] = dict.fromkeys(COLUMNS, _NAN)
     row.update(suite=suite, device=str(device), threads=threads, size=size, variant=variant, baseline="", note="")
     row["dtype"] = "float32"
     row.update(values)
@@ -206,6 +212,7 @@ def bench_sinusoidal(
     rounds: int = 3,
     stat: str = "median",
     loop_max_cells: int = LOOP_MAX_CELLS,
+    clock: str = "wall",
 ) -> list[dict]:
     """Time the ways of building a float32 sinusoidal table, with their accuracy.
 
@@ -234,18 +241,20 @@ def bench_sinusoidal(
         cells = max_len * d_model
         x = torch.rand(max_len, d_model, generator=gen).to(device)
         builders: dict[str, Callable[[], torch.Tensor]] = {
-            "textbook (float32 angles)": lambda n=max_len, d=d_model: textbook_table(n, d, device=device),
-            "float64 angles": lambda n=max_len, d=d_model: float64_angles_table(n, d, device=device),
-            "pe_lessons sinusoidal_table": lambda n=max_len, d=d_model: sinusoidal_table(n, d, device=device),
+            "textbook (float32 angles)": functools.partial(textbook_table, max_len, d_model, device=device),
+            "float64 angles": functools.partial(float64_angles_table, max_len, d_model, device=device),
+            "pe_lessons sinusoidal_table": functools.partial(sinusoidal_table, max_len, d_model, device=device),
         }
         fns: dict[str, Callable[[], object]] = {}
         loop_row = _row("sinusoidal", device, threads, size, "python loop")
         if device.type == "cpu" and cells <= loop_max_cells:
-            fns["python loop"] = lambda n=max_len, d=d_model: loop_table(n, d)
+            fns["python loop"] = functools.partial(loop_table, max_len, d_model)
         fns.update(builders)
-        fns["torch.sin (baseline)"] = lambda x=x: torch.sin(x)
-        fns["clone"] = lambda x=x: x.clone()
-        times = measure(fns, device=device, threads=threads, min_run_time=min_run_time, rounds=rounds, stat=stat)
+        fns["torch.sin (baseline)"] = functools.partial(torch.sin, x)
+        fns["clone"] = x.clone
+        times = measure(
+            fns, device=device, threads=threads, min_run_time=min_run_time, rounds=rounds, stat=stat, clock=clock
+        )
         exact = sinusoidal_table(max_len, d_model, dtype=torch.float64)
         if "python loop" in times:
             loop_per_cell = (times["python loop"] / cells, size)
@@ -293,7 +302,7 @@ def _compiled_kernels(fn: Callable[..., torch.Tensor], args: tuple) -> tuple[Cal
     try:
         from torch._inductor import metrics
     except ImportError:  # pragma: no cover - torch without Inductor
-        metrics = None
+        metrics = None  # type: ignore[assignment]
     if metrics is not None:
         metrics.reset()
     with warnings.catch_warnings():
@@ -318,6 +327,7 @@ def bench_rope(
     min_run_time: float = 0.1,
     rounds: int = 3,
     stat: str = "median",
+    clock: str = "wall",
 ) -> list[dict]:
     """Time rotary embedding of ``x`` ``[batch, heads, seq, head_dim]`` at positions ``0 … seq-1``, per dtype.
 
@@ -345,7 +355,7 @@ def bench_rope(
     threads = thread_count(threads)
     check_bool("compile", compile)
     check_bool("decode", decode)
-    dtypes = [_dtype(d) for d in dtypes]
+    checked_dtypes = [_dtype(d) for d in dtypes]
     if shapes is None:
         shapes = default_sizes(device)[1]
     checked = []
@@ -356,14 +366,16 @@ def bench_rope(
         check_d_model(shape[-1], "head_dim")
         check_fits("shapes", shape, torch.float64, what=f"the float64 reference of x {list(shape)}")
         checked.append(shape)
-    timing = dict(device=device, threads=threads, min_run_time=min_run_time, rounds=rounds, stat=stat)
+    timing: dict[str, Any] = dict(
+        device=device, threads=threads, min_run_time=min_run_time, rounds=rounds, stat=stat, clock=clock
+    )
     rows: list[dict] = []
     for shape in checked:
-        for dtype in dtypes:
+        for dtype in checked_dtypes:
             rows += _rope_block(shape, dtype, device, threads, compile, timing)
     if decode and checked:
         largest = max(checked, key=math.prod)
-        for dtype in dtypes:
+        for dtype in checked_dtypes:
             rows += _decode_block(largest, dtype, device, threads, timing)
     return rows
 
@@ -389,6 +401,8 @@ def _rope_block(
     for name, (fn, args, _) in eager.items():
         fn(*args)  # eager warm-up: apply_rope's cached tables grow here, not inside a compiled graph
         counts[name] = _traced(fn, args, compulsory)
+    if compile and hasattr(torch, "compiler"):  # earlier blocks' graphs are done with: no recompile limit reached
+        torch.compiler.reset()
     for name, (fn, args, layout) in eager.items():
         cname = f"compiled {name}"
         if not compile:
@@ -402,8 +416,10 @@ def _rope_block(
         hf_tables = cos.numel() * cos.element_size() + sin.numel() * sin.element_size()
         tables = hf_tables if name == _HF else table_bytes
         counts[cname] = (kernels, (compulsory + tables) / compulsory if kernels == 1 else _NAN)
-    fns = {name: (lambda fn=fn, args=args: fn(*args)) for name, (fn, args, _) in variants.items()}
-    fns["clone"] = lambda x=x: x.clone()
+    fns: dict[str, Callable[[], object]] = {
+        name: functools.partial(fn, *args) for name, (fn, args, _) in variants.items()
+    }
+    fns["clone"] = x.clone
     times = measure(fns, **timing)
     order = [_HF, "apply_rope interleaved", "apply_rope half"]
     order += [f"compiled {n}" for n in order] + ["clone"]
@@ -441,8 +457,10 @@ def _decode_block(shape: tuple, dtype: torch.dtype, device: torch.device, thread
         "decode apply_rope interleaved": (lambda t, p: apply_rope(t, p), (x, positions), "interleaved"),
         "decode apply_rope half": (lambda t, p: apply_rope(t, p, layout="half"), (x, positions), "half"),
     }
-    fns = {name: (lambda fn=fn, args=args: fn(*args)) for name, (fn, args, _) in variants.items()}
-    fns["decode clone"] = lambda x=x: x.clone()
+    fns: dict[str, Callable[[], object]] = {
+        name: functools.partial(fn, *args) for name, (fn, args, _) in variants.items()
+    }
+    fns["decode clone"] = x.clone
     times = measure(fns, **timing)
     block = []
     for name in [*variants, "decode clone"]:
@@ -634,6 +652,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="across rounds: median (default) or min, the least disturbed round (steadier on a busy machine)",
     )
     parser.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="wall (default) or cpu: this process's CPU time, with --threads 1 only (a busy machine's waits not counted)",
+    )
+    parser.add_argument(
         "--keep-memory",
         action="store_true",
         help="CPU: keep freed memory in the process (glibc mallopt), so eager formulas pay no page "
@@ -648,12 +672,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.device
     ]
     compile_flag = {"auto": not args.quick, "on": True, "off": False}[args.compile]
-    timing = dict(min_run_time=0.02, rounds=1) if args.quick else dict(min_run_time=0.1, rounds=3)
+    timing: dict[str, Any] = dict(min_run_time=0.02, rounds=1) if args.quick else dict(min_run_time=0.1, rounds=3)
     if args.rounds is not None:
         if args.rounds < 1:
             parser.error("--rounds must be >= 1")
         timing["rounds"] = args.rounds
     timing["stat"] = args.stat
+    if args.clock == "cpu":
+        if args.threads != 1:
+            parser.error("--clock cpu needs --threads 1")
+        if args.device != "cpu":
+            parser.error("--clock cpu needs --device cpu")
+        timing["clock"] = "cpu"
     dtypes = ROPE_DTYPES if args.dtype == "all" else (args.dtype,)
     start = time.perf_counter()
     print(f"torch {torch.__version__}; CPU: {cpu_name()}, {torch.get_num_threads()} threads available")

@@ -423,7 +423,7 @@ def axial_rotate(x: torch.Tensor, position_ids: torch.Tensor, config: Mapping) -
 # --------------------------------------------------------------------------- decoupled RoPE (DeepSeek MLA)
 
 
-def _mla_config(config: Mapping) -> dict:
+def _mla_config(config: Mapping) -> dict[str, Any]:
     config = _check_config(config)
     out: dict[str, Any] = {}
     for key in ("hidden_size", "num_attention_heads", "kv_lora_rank", "qk_nope_head_dim", "v_head_dim"):
@@ -498,7 +498,6 @@ class LatentAttention(nn.Module):
     def __init__(self, config: Mapping) -> None:
         super().__init__()
         c = _mla_config(config)
-        self._c = c
         self.num_heads, self.kv_lora_rank = c["num_attention_heads"], c["kv_lora_rank"]
         self.qk_nope_head_dim, self.qk_rope_head_dim = c["qk_nope_head_dim"], c["qk_rope_head_dim"]
         self.v_head_dim, self.q_lora_rank = c["v_head_dim"], c["q_lora_rank"]

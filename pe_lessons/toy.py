@@ -52,7 +52,7 @@ import copy
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 import pandas as pd
@@ -500,30 +500,6 @@ class OrderTask:
 
 
 @dataclass(frozen=True)
-class PreviousTokenTask:
-    """At every position ``pos ≥ 1``, output the token at ``pos - 1`` (position 0 is not scored)."""
-
-    n_symbols: int = 8
-    name = "previous"
-    pooled = False
-
-    def __post_init__(self) -> None:
-        check_int("n_symbols", self.n_symbols, minimum=2)
-
-    @property
-    def vocab_size(self) -> int:
-        return self.n_symbols
-
-    @property
-    def n_classes(self) -> int:
-        return self.n_symbols
-
-    def sample(self, batch_size: int, seq_len: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """``tokens [batch_size, seq_len]`` and ``labels [batch_size, seq_len]`` (``-100`` at position 0)."""
-        return LagTask(self.n_symbols, lag=1).sample(batch_size, seq_len, generator)
-
-
-@dataclass(frozen=True)
 class LagTask:
     """At every position ``pos ≥ lag``, output the token ``lag`` places back (earlier positions are not scored).
 
@@ -557,6 +533,15 @@ class LagTask:
         labels = torch.full_like(tokens, IGNORE)
         labels[:, self.lag :] = tokens[:, : -self.lag]
         return tokens, labels
+
+
+@dataclass(frozen=True)
+class PreviousTokenTask(LagTask):
+    """The lag task with ``lag = 1``: at every position ``pos ≥ 1``, output the token at ``pos - 1``
+    (position 0 is not scored)."""
+
+    lag: int = field(default=1, init=False, repr=False)
+    name = "previous"
 
 
 Task = OrderTask | PreviousTokenTask | LagTask

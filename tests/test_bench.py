@@ -122,6 +122,16 @@ def test_main_quick_runs_and_prints(capsys):
     assert bench.keep_freed_memory() is (platform.libc_ver()[0] == "glibc")  # mallopt exists in glibc only
 
 
+def test_main_cpu_clock_needs_one_thread(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--quick", "--device", "cpu", "--clock", "cpu"])
+    assert exit_info.value.code == 2 and "--threads 1" in capsys.readouterr().err
+    args = ["--quick", "--device", "cpu", "--clock", "cpu", "--threads", "1", "--dtype", "bfloat16"]
+    assert bench.main(args) == 0
+    out = capsys.readouterr().out
+    assert "bfloat16;" in out and " float16;" not in out and "float32;" in out and "µs per call" in out
+
+
 @pytest.mark.parametrize(
     "call, error",
     [

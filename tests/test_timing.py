@@ -63,3 +63,20 @@ def test_try_compile_says_why_it_could_not(monkeypatch):
     monkeypatch.setattr(torch, "compile", broken)
     fn, reason = try_compile(hf_rope, torch.ones(1, 4), torch.ones(1, 4), torch.ones(1, 4))
     assert fn is None and reason == "torch.compile failed: RuntimeError: no compiler here"
+
+
+def test_cpu_clock_counts_this_process_only_and_needs_one_thread():
+    """clock="cpu": a sleeping function costs (almost) nothing, a busy one its work; refused with 2 threads."""
+    import time
+
+    def busy():
+        end = time.perf_counter() + 2e-3
+        while time.perf_counter() < end:
+            pass
+
+    times = measure({"sleep": lambda: time.sleep(2e-3), "busy": busy}, threads=1, clock="cpu", min_run_time=0.02)
+    assert times["sleep"] < 0.5e-3 < 1e-3 < times["busy"]
+    with pytest.raises(ValueError, match="threads=1"):
+        measure({"f": lambda: None}, threads=2, clock="cpu")
+    with pytest.raises(ValueError, match="clock"):
+        measure({"f": lambda: None}, clock="gpu")

@@ -169,3 +169,24 @@ def test_window_table_names_what_is_wrong(answer, words):
 def test_window_table_never_raises_and_never_passes_junk(answer):
     feedback = ex.check_window_table(answer)
     assert isinstance(feedback, ex.Feedback) and not feedback.ok and feedback.message
+
+
+def test_a_function_that_never_returns_is_stopped_by_the_loop_probe_too(monkeypatch):
+    import threading
+
+    from pe_lessons.exercises import _feedback
+
+    monkeypatch.setattr(_feedback, "TIME_LIMIT", 0.5)
+
+    def forever(*args):
+        while True:
+            pass
+
+    for check in (ex.check_table_function, ex.check_window_table):
+        feedback = check(forever)
+        assert not feedback.ok and "did not return" in feedback.message
+    found = {}  # off the main thread the limit traces lines: the probe's own tracer must keep it working
+    thread = threading.Thread(target=lambda: found.update(window=ex.check_window_table(forever)))
+    thread.start()
+    thread.join(30)
+    assert not thread.is_alive() and "did not return" in found["window"].message

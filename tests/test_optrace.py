@@ -49,3 +49,11 @@ def test_trace_ops_sees_augmented_assignment_and_unary_invert_as_kernels():
     assert [o["op"] for o in ops] == ["add_", "invert"]  # x += y reaches torch as add_
     assert all(o["kernel"] for o in ops)
     assert ops[1]["read_bytes"] == ops[1]["write_bytes"] == 12
+
+
+def test_trace_ops_does_not_count_the_overwritten_target_of_copy_as_read():
+    src, dst = torch.ones(4, 6, dtype=torch.bfloat16), torch.empty(4, 6)
+    (copy,) = [o for o in trace_ops(lambda: dst.copy_(src)) if o["kernel"]]
+    assert copy["op"] == "copy_" and copy["read_bytes"] == 24 * 2 and copy["write_bytes"] == 24 * 4
+    (fill,) = [o for o in trace_ops(lambda: dst.fill_(1.0)) if o["kernel"]]
+    assert fill["read_bytes"] == 0 and fill["write_bytes"] == 24 * 4

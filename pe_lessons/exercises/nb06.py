@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 
@@ -11,6 +12,8 @@ from torch import nn
 from . import _feedback
 from ._feedback import (
     Feedback,
+    SetupError,
+    _short,
     as_integer,
     attempt,
     checker,
@@ -24,6 +27,7 @@ from ._feedback import (
 __all__ = [
     "check_learned_module",
     "check_predicted_error",
+    "check_length_for_share",
     "ORDER_CHANGES",
     "check_order_breakers",
 ]
@@ -50,15 +54,31 @@ def _int_set(values: object) -> set[int] | None:
     return out
 
 
+#: (max_len, d_model) sizes the learned-module checker tries after the one it is given.
+LEARNED_SIZES = ((3, 8), (10, 2))
+#: Largest standard deviation accepted for the table's start ("small random values"; BERT uses 0.02).
+MAX_INIT_STD = 2.0
+
+
 @checker
 def check_learned_module(cls: type | None, max_len: int = 6, d_model: int = 4) -> Feedback:
-    """Check a student's ``cls(max_len, d_model)``: a trainable ``[max_len, d_model]`` table added to
-    ``x [batch, seq, d_model]``, and a ``ValueError`` naming both numbers when ``seq > max_len``."""
+    """Check a student's ``cls(max_len, d_model)`` at several sizes: a trainable ``[max_len, d_model]`` table
+    started at small random values, added to ``x [batch, seq, d_model]`` for every ``seq ≤ max_len`` (``seq ==
+    max_len`` included), and a ``ValueError`` naming both numbers when ``seq > max_len``."""
     if _is_placeholder(cls):
         return not_done()
+    sizes = [(max_len, d_model), *[size for size in LEARNED_SIZES if size != (max_len, d_model)]]
     with torch.random.fork_rng(devices=[]):  # seeded, and the student's global RNG is left alone
         torch.manual_seed(0)
-        return _check_learned_module(cls, max_len, d_model)
+        for size in sizes:
+            result = _check_learned_module(cls, *size)
+            if not result.ok:
+                return result
+    shown = ", ".join(f"[{m}, {d}]" for m, d in sizes)
+    return passed(
+        f"Works at every size tried: trainable tables ({shown}) started small, the first seq rows added for every seq up to max_len, "
+        "gradients flow, and a clear ValueError past max_len."
+    )
 
 
 def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
@@ -83,7 +103,13 @@ def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
             f"No trainable table of shape [max_len, d_model] = [{max_len}, {d_model}] found (parameters: {shapes})."
         )
     table = tables[0]
-    x = torch.randn(2, max_len - 2, d_model)
+    std = table.detach().double().std().item() if table.numel() > 1 else abs(table.detach().double().item())
+    if not math.isfinite(std) or std > MAX_INIT_STD:
+        return failed(
+            f"With max_len = {max_len}, d_model = {d_model}, your table starts with standard deviation {std:.3g}: start "
+            f"it at small random values (BERT uses 0.02), so positions do not drown the token embeddings."
+        )
+    x = torch.randn(2, max(1, max_len - 2), d_model)
     out, problem = attempt(f"forward on x of shape {list(x.shape)}", module, x)
     if problem is not None:
         return problem
@@ -125,49 +151,68 @@ def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
         return describe_error("backward through your forward", err)
     if table.grad is None or not table.grad[:seq].any():
         return failed(no_grad)
-    for seq in sorted({1, max_len - 1, max_len} - {x.shape[1]}):  # every length up to max_len works (off-by-one)
-        if seq < 1:
-            continue
-        xs = torch.randn(1, seq, d_model)
-        out, problem = attempt(f"forward on x of shape {list(xs.shape)}", module, xs)
-        if problem is not None:
-            return failed(problem.message + f" Every length from 1 to max_len = {max_len} must work (off by one?).")
-        ok = isinstance(out, torch.Tensor) and out.shape == xs.shape and out.is_floating_point()
-        if not ok or not torch.allclose((out - xs).detach().to(table.dtype), table[:seq].detach(), atol=1e-6):
+    for seq in sorted({1, max_len - 1, max_len} - {0}):
+        result = _check_forward(module, table, max_len, d_model, seq)
+        if result is not None:
+            return result
+    for too_long in (max_len + 1, max_len + 3):
+        result = _check_too_long(module, max_len, d_model, too_long)
+        if result is not None:
+            return result
+    return passed(f"[{max_len}, {d_model}] works.")
+
+
+def _check_too_long(module: nn.Module, max_len: int, d_model: int, too_long: int) -> Feedback | None:
+    """None when ``module`` refuses ``too_long`` positions with a ValueError naming both numbers, else feedback."""
+    try:
+        with time_limit(_feedback.TIME_LIMIT):  # a loop that never ends: feedback (via @checker)
+            module(torch.randn(1, too_long, d_model))
+    except NotImplementedError as err:
+        return describe_error(f"forward on {too_long} positions", err)
+    except ValueError as err:
+        numbers = set(re.findall(r"\d+", str(err)))
+        if not {str(too_long), str(max_len)} <= numbers:
             return failed(
-                f"On a sequence of {seq} positions (max_len = {max_len}) the output is not x + weight[:{seq}]: "
-                f"every length from 1 to max_len must work. Check the comparison of seq with max_len (off by one?)."
+                f"Right exception, but say which numbers clash: the message should contain the length {too_long} "
+                f"and max_len {max_len}; yours is {str(err)!r}."
             )
-    for too_long in (max_len + 1, max_len + 3):  # the first length past the table, and one further
-        try:
-            with time_limit(_feedback.TIME_LIMIT):  # a loop that never ends: feedback (via @checker)
-                module(torch.randn(1, too_long, d_model))
-        except NotImplementedError as err:
-            return describe_error(f"forward on {too_long} positions", err)
-        except ValueError as err:
-            numbers = set(re.findall(r"\d+", str(err)))
-            if not {str(too_long), str(max_len)} <= numbers:
-                return failed(
-                    f"Right exception, but say which numbers clash: the message should contain the length {too_long} "
-                    f"and max_len {max_len}; yours is {str(err)!r}."
-                )
-        except (IndexError, RuntimeError) as err:
+    except (IndexError, RuntimeError) as err:
+        return failed(
+            f"seq = {too_long} > max_len = {max_len} crashed with {type(err).__name__} from torch; "
+            "check seq against max_len first and raise ValueError naming both numbers."
+        )
+    except Exception as err:
+        return failed(
+            f"seq = {too_long} > max_len = {max_len} raised {type(err).__name__}; raise ValueError naming both numbers."
+        )
+    else:
+        return failed(
+            f"A sequence of {too_long} positions ran through a table with {max_len} rows without an error: "
+            "it must raise ValueError (a silent wrong result is worse than a crash)."
+        )
+    return None
+
+
+def _check_forward(module: nn.Module, table: torch.Tensor, max_len: int, d_model: int, seq: int) -> Feedback | None:
+    """None when ``module`` adds the first ``seq`` rows of ``table`` to an ``x`` of that length, else feedback."""
+    x = torch.randn(2, seq, d_model)
+    out, problem = attempt(f"forward on x of shape {list(x.shape)}", module, x)
+    if problem is not None:
+        if seq == max_len and "Not answered" not in problem.message:
             return failed(
-                f"seq = {too_long} > max_len = {max_len} crashed with {type(err).__name__} from torch; "
-                "check seq against max_len first and raise ValueError naming both numbers."
+                f"A sequence of exactly max_len = {max_len} positions failed ({problem.message}) The table has a row "
+                f"for each of positions 0 … {max_len - 1}, so seq = max_len must work: is your length check off by one?"
             )
-        except Exception as err:
-            return failed(
-                f"seq = {too_long} > max_len = {max_len} raised {type(err).__name__}; raise ValueError naming both numbers."
-            )
-        else:
-            return failed(
-                f"A sequence of {too_long} positions ran through a table with {max_len} rows without an error: "
-                "it must raise ValueError (a silent wrong result is worse than a crash)."
-            )
-    return passed(
-        f"A trainable [{max_len}, {d_model}] table, the first seq rows added, gradients flow, and a clear ValueError past max_len."
-    )
+        return problem
+    if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+        shape = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        return failed(f"forward must return a tensor shaped like x, {list(x.shape)}; got {shape}.")
+    added = (out - x).detach().to(table.dtype)
+    if not torch.allclose(added, table[:seq].detach().expand_as(added), atol=1e-6):
+        return failed(
+            f"With seq = {seq} (max_len = {max_len}), out - x is not weight[:seq]: row pos goes to position pos."
+        )
+    return None
 
 
 @checker
@@ -240,9 +285,13 @@ def check_order_breakers(answer: object) -> Feedback:
     try:
         items = list(answer)  # type: ignore[call-overload]
     except Exception:  # not iterable, or an iterator that raises
-        return failed(f"Answer with a list of letters from {sorted(ORDER_CHANGES)}, e.g. ['a', 'c']; got {answer!r}.")
+        return failed(
+            f"Answer with a list of letters from {sorted(ORDER_CHANGES)}, e.g. ['a', 'c']; got {_short(answer)}."
+        )
     if not all(isinstance(item, str) for item in items):
-        return failed(f"Answer with letters (strings) from {sorted(ORDER_CHANGES)}, e.g. ['a', 'c']; got {items!r}.")
+        return failed(
+            f"Answer with letters (strings) from {sorted(ORDER_CHANGES)}, e.g. ['a', 'c']; got {_short(items)}."
+        )
     chosen = {item.strip().lower() for item in items}
     unknown = sorted(chosen - set(ORDER_CHANGES))
     if unknown:
@@ -261,3 +310,42 @@ def check_order_breakers(answer: object) -> Feedback:
     if missed:
         parts.append("You left out: " + "; ".join(missed) + ".")
     return failed(" ".join(parts))
+
+
+def _share_inside(seq_len: int, max_len: int) -> float:
+    """Share of sequences of ``seq_len`` whose two markers (two distinct random places) are both below ``max_len``."""
+    return max_len * (max_len - 1) / (seq_len * (seq_len - 1))
+
+
+@checker
+def check_length_for_share(answer: object, *, max_len: int = 12, share: float = 0.5) -> Feedback:
+    """Check the shortest sequence length at which fewer than ``share`` of the order-task sequences have both
+    markers at trained positions ``0 … max_len-1``: the least ``L`` with ``max_len(max_len−1)/(L(L−1)) < share``."""
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 2 or not 0 < share < 1:
+        raise SetupError(f"need an integer max_len >= 2 and 0 < share < 1, got max_len={max_len!r}, share={share!r}")
+    if _is_placeholder(answer):
+        return not_done()
+    length, problem = as_integer(answer, "a whole number of tokens (a sequence length)")
+    if problem is not None:
+        return problem
+    want = next(n for n in range(max_len, 100 * max_len) if _share_inside(n, max_len) < share)
+    if length == want:
+        return passed(
+            f"{want} tokens: both markers sit at trained positions in {_share_inside(want, max_len):.3f} of the sequences, "
+            f"while at {want - 1} it is still {_share_inside(want - 1, max_len):.3f}. Already at "
+            f"{want / max_len:.2f}x the trained length, most sequences put a marker where the model has never been."
+        )
+    if length < max_len:
+        return failed(f"At {length} tokens (no more than max_len = {max_len}) every marker sits at a trained position.")
+    if _share_inside(length, max_len) >= share:
+        return failed(
+            f"At {length} tokens both markers are still at trained positions in {_share_inside(length, max_len):.3f} of "
+            "the sequences, not fewer than the share asked for: try longer."
+        )
+    if length == 2 * max_len:
+        return failed(
+            "Twice the trained length is far past it: the share falls faster, as the product of two fractions."
+        )
+    return failed(
+        f"At {length} tokens the share is below {share:g}, but it already was at a shorter length: find the shortest."
+    )

@@ -59,6 +59,12 @@ SETTINGS: dict[str, dict] = {
     "check_score_prediction": {"kwargs": {"q": _q, "k": _k, "m": 50, "n": 40}},
     "check_bytes_moved": {},
     "check_predicted_time": {},
+    "check_concat_offset": {},
+    "check_length_for_share": {},
+    "check_weight_conversion": {},
+    "check_angle_fix": {},
+    "check_full_turns": {},
+    "check_conversion_traffic": {},
     # checkers other branches add (entries for names that do not exist are ignored)
     "check_alias_period": {"kwargs": {"column": 14, "d_model": 32, "n_positions": 30000, "rows": 100}},
     "check_precision_fix": {},
@@ -398,6 +404,16 @@ CORRECT = {
     "check_score_prediction": None,  # filled below (needs apply_rope)
     "check_bytes_moved": 4 * (2 * 8 * 512 * 768 + 768),
     "check_predicted_time": 2 * 32 * 4096 * 128 * 2 / 2e12 * 1e6,
+    "check_concat_offset": lambda k, d, base=10000.0: _concat_offset(k, d, base),
+    "check_length_for_share": np.int64(17),
+    "check_weight_conversion": lambda W, heads: (
+        _to_half(W.view(heads, -1, W.shape[1]).transpose(1, 2)).transpose(1, 2).reshape(W.shape)
+    ),
+    "check_angle_fix": lambda p, d, base=10000.0: _cos_sin(p, d, base),
+    "check_full_turns": lambda d, base, context: sum(
+        2 * math.pi * base ** (2 * i / d) <= context for i in range(d // 2)
+    ),
+    "check_conversion_traffic": torch.tensor(9.0),
     "check_image_text_ids": np.array(
         [
             [0, 1, 2, 3, 4, 4, 4, 4, 4, 4, 7, 8],
@@ -412,6 +428,18 @@ CORRECT = {
         @ __import__("pe_lessons").apply_rope(k_rope, positions).transpose(-2, -1)
     ),
 }
+
+
+def _concat_offset(k, d_model, base):
+    from pe_lessons.offsets import offset_matrix
+
+    perm = torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
+    return offset_matrix(k, d_model, base)[perm][:, perm].numpy()  # a NumPy array is fine too
+
+
+def _cos_sin(positions, head_dim, base):
+    angles = positions.double()[:, None] * base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    return angles.cos().float(), angles.sin().float()
 
 
 @pytest.mark.parametrize("name", [n for n in CHECKERS if n in CORRECT])

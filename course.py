@@ -2,7 +2,7 @@
 """One entry point for the course: set up, open, test, re-execute.
 
     python3 course.py lab        set up .venv (what a student needs) and open the course in JupyterLab
-    python3 course.py test       set up .venv with the test tools and run every test (ruff, pytest + strict nbval)
+    python3 course.py test       set up .venv with the test tools and run every test (ruff, mypy, pytest + strict nbval)
     python3 course.py setup      only set up .venv (--dev: with the test tools)
     python3 course.py execute    re-execute notebooks (and solutions) in place, in fresh kernels
     python3 course.py sync       regenerate each notebook's Colab badge and setup cell
@@ -46,7 +46,7 @@ WHAT = {
     "student": "the course: torch (the big one: about 200 MB as a CPU build, 2+ GB with CUDA on Linux from PyPI), "
     "numpy, pandas, Altair + vl-convert (~30 MB), ipywidgets, JupyterLab (~30 MB)",
     "dev": "the course plus the test tools: pytest, hypothesis, nbval, Playwright (~40 MB), transformers (~12 MB), "
-    "ruff",
+    "ruff, mypy",
 }
 
 
@@ -165,6 +165,9 @@ def cmd_test(args: argparse.Namespace) -> int:
             if (code := run([python, "-m", "ruff", *check])) != 0:
                 print("ruff found problems: `python -m ruff check --fix . && python -m ruff format .` fixes most")
                 return code
+        if (code := run([python, "-m", "mypy"])) != 0:  # the package's types ([tool.mypy] in pyproject.toml)
+            print("mypy found type errors in pe_lessons (see above)")
+            return code
     return run([python, "-m", "pytest", *targets, *NBVAL_ARGS, "-p", "no:cacheprovider", *args.extra], env=course_env())
 
 

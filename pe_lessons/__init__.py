@@ -15,6 +15,8 @@ One module per idea; the notebooks import from here and the tests check it.
 - ``exercises``: one checker per exercise
 """
 
+from importlib import metadata as _metadata
+
 from ._checks import memory_limit, set_memory_limit
 from .learned import LearnedPositionalEmbedding
 from .offsets import best_linear_map, offset_matrix, relative_similarity, table_by_rotation
@@ -44,7 +46,10 @@ from .sinusoidal import (
 )
 from .variants import VARIANTS, Diagnosis, diagnose
 
-__version__ = "0.1.0"
+try:  # the version is written once, in pyproject.toml
+    __version__ = _metadata.version("pe-lessons")
+except _metadata.PackageNotFoundError:  # imported from a checkout that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "memory_limit",

@@ -115,10 +115,20 @@ def _complex_ready(x: torch.Tensor) -> bool:
     return x.stride(-1) == 1 and x.storage_offset() % 2 == 0 and all(s % 2 == 0 for s in x.stride()[:-1])
 
 
+_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+
+
 def compiling() -> bool:
     """Is this code being traced by ``torch.compile``?"""
-    is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
-    return bool(is_compiling and is_compiling())
+    return bool(_is_compiling is not None and _is_compiling())
+
+
+def _covers(shape: torch.Size, table: torch.Tensor) -> bool:
+    """Does ``shape`` already hold the broadcast of a tensor of ``shape`` with ``table``?
+
+    (A plain-Python check: ``torch.broadcast_shapes`` costs more than a decoding step's rotation.)
+    """
+    return table.dim() <= len(shape) and all(t in (1, s) for t, s in zip(reversed(table.shape), reversed(shape)))
 
 
 def _as_pairs(tables: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -168,7 +178,8 @@ def rotate(x: torch.Tensor, tables: tuple[torch.Tensor, ...], layout: str, inver
     # The inverse rotation (-θ) swaps the roles of -sin and sin.
     xw = x if x.dtype == multiplier.dtype else x.to(multiplier.dtype)
     neg_sin, sin = (tables[2], tables[1]) if inverse else (tables[1], tables[2])
-    out = torch.empty(torch.broadcast_shapes(xw.shape, multiplier.shape), dtype=xw.dtype, device=xw.device)
+    shape = xw.shape if _covers(xw.shape, multiplier) else torch.broadcast_shapes(xw.shape, multiplier.shape)
+    out = torch.empty(shape, dtype=xw.dtype, device=xw.device)
     xa, xb = xw.chunk(2, -1)
     oa, ob = out.chunk(2, -1)
     torch.mul(xb, neg_sin, out=oa)
@@ -187,12 +198,16 @@ def _rotate_complex(x: torch.Tensor, multiplier: torch.Tensor) -> torch.Tensor:
     if x.dtype == work:  # one pass: the product is the output
         xw = x if _complex_ready(x) else x.contiguous()
         return torch.view_as_real(torch.view_as_complex(xw.unflatten(-1, (h, 2))) * multiplier).flatten(-2)
-    # float16/bfloat16: a converting copy into a float32 buffer, turned in place, converted back
-    shape = torch.broadcast_shapes(x.shape[:-1] + (h,), multiplier.shape)
-    pairs = torch.empty(shape + (2,), dtype=work, device=x.device)
-    pairs.copy_(x.unflatten(-1, (h, 2)))
-    torch.view_as_complex(pairs).mul_(multiplier)
-    return pairs.flatten(-2).to(x.dtype)
+    # float16/bfloat16: a converting copy up to float32, turned in place, converted back
+    pairs = x.to(work)
+    if not _complex_ready(pairs):
+        pairs = pairs.contiguous()
+    z = torch.view_as_complex(pairs.unflatten(-1, (h, 2)))
+    if _covers(z.shape, multiplier):
+        z.mul_(multiplier)
+    else:  # (tables with more rows than x: the product is larger than x)
+        z = z * multiplier
+    return torch.view_as_real(z).flatten(-2).to(x.dtype)
 
 
 def rotate_fusable(
@@ -217,9 +232,13 @@ def rotate_fusable(
         x2 = xw.unflatten(-1, (2, h))  # [..., 2, pairs]: row 0 the a's, row 1 the b's
         sign = torch.tensor([[-1.0], [1.0]], dtype=work, device=cos.device)  # (a stacked table would be a kernel)
         y = x2 * cos.unsqueeze(-2) + x2.flip(-2) * (sin.unsqueeze(-2) * sign)  # (a·cos - b·sin, b·cos + a·sin)
-        return y.flatten(-2).to(x.dtype)
+        y = y.flatten(-2)
+        return y if y.dtype == x.dtype else y.to(x.dtype)
     a, b = xw[..., 0::2], xw[..., 1::2]
-    return torch.stack(((a * cos - b * sin).to(x.dtype), (a * sin + b * cos).to(x.dtype)), dim=-1).flatten(-2)
+    ya, yb = a * cos - b * sin, a * sin + b * cos  # each pair turned by its angle
+    if ya.dtype != x.dtype:  # rounded before the interleaving, so the compiler writes x.dtype directly
+        ya, yb = ya.to(x.dtype), yb.to(x.dtype)
+    return torch.stack((ya, yb), dim=-1).flatten(-2)
 
 
 class RopeFunction(torch.autograd.Function):

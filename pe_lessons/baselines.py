@@ -6,7 +6,8 @@ Tests, the benchmark (:mod:`pe_lessons.bench`) and notebooks 02 and 08 share the
   writes it), :func:`textbook_table` (the common tutorial code, float32 angles) and
   :func:`float64_angles_table` (accurate, slow);
 - rotary embedding as Hugging Face runs it eagerly: :func:`hf_cos_sin`, :func:`rotate_half`,
-  :func:`hf_rope`; and :func:`rope_reference`, the float64 reference every RoPE kernel
+  :func:`hf_rope`, and one decoding step of it, cos/sin included (:func:`hf_inv_freq`,
+  :func:`hf_rope_step`); and :func:`rope_reference`, the float64 reference every RoPE kernel
   is compared with, with :func:`rope_complex_reference` (complex multiply) as a second formulation.
 
 The teaching versions stay in the notebooks, each asserted equal to one of these.
@@ -28,6 +29,8 @@ __all__ = [
     "rotate_half",
     "hf_cos_sin",
     "hf_rope",
+    "hf_inv_freq",
+    "hf_rope_step",
     "rope_angles",
     "rope_reference",
     "rope_complex_reference",
@@ -42,6 +45,7 @@ def loop_table(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tenso
     """
     max_len = check_int("max_len", max_len, minimum=0)
     d_model = check_d_model(d_model)
+    base = check_base(base)
     check_fits("max_len × d_model", (max_len, d_model), 32, what="the table as Python lists of floats")
     return torch.tensor([pe_formula(pos, d_model, base) for pos in range(max_len)], dtype=torch.float32).reshape(
         max_len, d_model
@@ -84,6 +88,9 @@ def float64_angles_table(
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
     """Hugging Face's helper: ``[x1, x2] → [-x2, x1]`` over the two halves of the last dimension."""
+    x = check_float_tensor("x", x)
+    if x.dim() == 0 or x.shape[-1] % 2:
+        raise ValueError(f"x's last dimension must be even (two halves), got shape {list(x.shape)}")
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((-x2, x1), dim=-1)
 
@@ -115,13 +122,50 @@ def hf_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
     return x * cos + rotate_half(x) * sin
 
 
+def hf_inv_freq(head_dim: int, base: float = 10000.0, *, device: torch.device | str | None = None) -> torch.Tensor:
+    """Hugging Face's ``inv_freq`` buffer (default rope): ``1 / base^(2i/head_dim)`` in float32, ``[head_dim/2]``."""
+    head_dim = check_d_model(head_dim, "head_dim")
+    base = check_base(base)
+    device = check_device(device)
+    return 1.0 / (
+        base ** (torch.arange(0, head_dim, 2, dtype=torch.int64).to(device=device, dtype=torch.float) / head_dim)
+    )
+
+
+def hf_rope_step(
+    x: torch.Tensor, position_ids: torch.Tensor, inv_freq: torch.Tensor, attention_scaling: float = 1.0
+) -> torch.Tensor:
+    """One call of Hugging Face's rotary path, as each decoding step (and each forward) runs it.
+
+    ``LlamaRotaryEmbedding.forward`` computes cos/sin for ``position_ids`` (``[batch, seq]``) in
+    float32 — ``freqs = position_ids·inv_freq``, ``cat(freqs, freqs)``, ``cos``/``sin`` times the
+    attention scaling, cast to ``x``'s dtype — then ``apply_rotary_pos_emb`` rotates ``x``
+    (``[batch, heads, seq, head_dim]``) with them broadcast over the heads (:func:`hf_rope`).
+    """
+    x = check_float_tensor("x", x)
+    if not isinstance(position_ids, torch.Tensor) or position_ids.dim() != 2:
+        raise ValueError("position_ids must be a tensor of shape [batch, seq]")
+    freqs = position_ids[..., None].float() * inv_freq.to(device=x.device, dtype=torch.float)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos = emb.cos() * attention_scaling
+    sin = emb.sin() * attention_scaling
+    return hf_rope(x, cos.to(dtype=x.dtype).unsqueeze(1), sin.to(dtype=x.dtype).unsqueeze(1))
+
+
 def rope_angles(positions: object, head_dim: int, base: float = 10000.0) -> torch.Tensor:
     """Angles ``pos·θ_i`` in float64, shape ``[len(positions), head_dim/2]``.
 
     ``θ_i = base^(-2i/head_dim)`` computed with Python's ``pow``, not the package's exp/log,
     so a test comparing with these angles checks the package's frequencies too.
     """
-    positions = torch.as_tensor(positions, dtype=torch.float64)
+    head_dim = check_d_model(head_dim, "head_dim")
+    base = check_base(base)
+    try:
+        positions = torch.as_tensor(positions, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise TypeError(f"positions must be a 1-D tensor or list of numbers, got {positions!r} ({err})") from None
+    if positions.dim() != 1:
+        raise ValueError(f"positions must be 1-D, got shape {list(positions.shape)}")
     thetas = torch.tensor([base ** (-2 * i / head_dim) for i in range(head_dim // 2)], dtype=torch.float64)
     return positions[:, None] * thetas.to(positions.device)[None, :]
 

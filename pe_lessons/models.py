@@ -39,6 +39,7 @@ import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -422,9 +423,9 @@ def axial_rotate(x: torch.Tensor, position_ids: torch.Tensor, config: Mapping) -
 # --------------------------------------------------------------------------- decoupled RoPE (DeepSeek MLA)
 
 
-def _mla_config(config: Mapping) -> dict:
+def _mla_config(config: Mapping) -> dict[str, Any]:
     config = _check_config(config)
-    out = {}
+    out: dict[str, Any] = {}
     for key in ("hidden_size", "num_attention_heads", "kv_lora_rank", "qk_nope_head_dim", "v_head_dim"):
         out[key] = check_int(f"config[{key!r}]", _need(config, key, "multi-head latent attention"), minimum=1)
     out["qk_rope_head_dim"] = check_d_model(
@@ -497,7 +498,6 @@ class LatentAttention(nn.Module):
     def __init__(self, config: Mapping) -> None:
         super().__init__()
         c = _mla_config(config)
-        self._c = c
         self.num_heads, self.kv_lora_rank = c["num_attention_heads"], c["kv_lora_rank"]
         self.qk_nope_head_dim, self.qk_rope_head_dim = c["qk_nope_head_dim"], c["qk_rope_head_dim"]
         self.v_head_dim, self.q_lora_rank = c["v_head_dim"], c["q_lora_rank"]
@@ -516,7 +516,7 @@ class LatentAttention(nn.Module):
         self.scaling = mla_softmax_scale(config)
         self._config = dict(config)
 
-    def _rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def _rotate(self, x: torch.Tensor, positions: Positions) -> torch.Tensor:
         return decoupled_rotate(x, positions, self._config)
 
     def pieces(self, hidden: torch.Tensor, positions: Positions = None) -> dict[str, torch.Tensor]:

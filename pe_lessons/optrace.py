@@ -26,6 +26,8 @@ def _tensors(value: object) -> list[torch.Tensor]:
 
 
 _ALLOCATORS = {"empty", "empty_like", "empty_strided", "new_empty"}
+#: In-place ops that overwrite their target without reading it (``dst.copy_(src)`` reads only ``src``).
+_OVERWRITES = {"copy_", "fill_", "zero_", "normal_", "uniform_", "random_", "bernoulli_", "exponential_"}
 #: Python's augmented assignments (``x += y`` …): in place, unlike ``__invert__`` or ``__index__``.
 _INPLACE_DUNDERS = {
     f"__i{op}__"
@@ -61,6 +63,8 @@ class _OpRecorder(torch.overrides.TorchFunctionMode):
         out = func(*args, **kwargs)
         name = getattr(func, "__name__", str(func))
         inputs = _tensors(args) + _tensors({k: v for k, v in kwargs.items() if k != "out"})
+        if name in _OVERWRITES and args and isinstance(args[0], torch.Tensor):
+            inputs = inputs[1:]  # the target is written, not read
         if name == "__setitem__":  # t[index] = value: writes the indexed part of t
             target = args[0][args[1]]
             value = _tensors(args[2:])
@@ -102,10 +106,11 @@ def trace_ops(fn: Callable[..., object], *args: object) -> list[dict]:
     in-place op), ``kernel`` (``False`` for views, which share their input's memory,
     and for bare allocations such as ``empty``: no data moves), ``read_bytes`` (every
     input tensor read once; a broadcast operand counts at its own size, an in-place
-    op reads the tensor it overwrites) and ``write_bytes`` (every output written
-    once; ``out=`` and in-place targets included). In eager mode each operation with
-    ``kernel=True`` is one kernel launch that reads its inputs from memory and writes
-    its output back. Only calls that go through torch's Python API are seen.
+    op reads the tensor it updates, except ops that only overwrite it, such as
+    ``copy_``) and ``write_bytes`` (every output written once; ``out=`` and in-place
+    targets included). In eager mode each operation with ``kernel=True`` is one
+    kernel launch that reads its inputs from memory and writes its output back. Only
+    calls that go through torch's Python API are seen.
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")

@@ -7,9 +7,9 @@ Altair chart. Axis names follow the series' vocabulary: ``pos``, ``dimension``,
 
 Large tables are *reduced* before charting, never refused, and never by naive
 subsampling, which aliases: see :mod:`pe_lessons.sampling` (:func:`reduce_table`,
-:func:`apparent_period`). Importing this module enables the ``"pe_lessons"`` Altair
-renderer of :mod:`pe_lessons.rendering`: each chart is stored as its Vega-Lite spec
-and a small static PNG.
+:func:`apparent_period`). A notebook calls :func:`enable_renderer` once (the ``"pe_lessons"``
+Altair renderer of :mod:`pe_lessons.rendering`), so that each chart is stored as its Vega-Lite
+spec and a small static PNG; importing this module changes nothing.
 """
 
 from __future__ import annotations
@@ -22,18 +22,25 @@ import altair as alt
 import pandas as pd
 import torch
 
-from ._checks import check_base, check_d_model, check_int, check_positive_int, check_real, check_tensor
+from ._checks import (
+    check_base,
+    check_choice,
+    check_d_model,
+    check_int,
+    check_optional,
+    check_positive_int,
+    check_real,
+    check_tensor,
+)
 from .rendering import enable_renderer
 from .sampling import (
     DECIMALS,
     REDUCTIONS,
-    _bands,
-    _check_how,
-    _check_limit,
-    _check_table,
-    _edges,
-    _sizes,
     apparent_period,
+    band_count,
+    band_edges,
+    band_sizes,
+    check_table,
     reduce_table,
     table_frame,
 )
@@ -55,14 +62,14 @@ __all__ = [
     "decay_chart",
     "training_curves",
     "roofline",
+    "attention_heatmaps",
+    "accuracy_by_length",
 ]
 
 #: Largest number of data rows a chart may embed.
 MAX_ROWS = 5000
 #: Column bands a reduced heatmap keeps by default: every column of widths up to 128.
 DEFAULT_MAX_COLS = 128
-
-enable_renderer()
 
 
 def _title(title: str, subtitle: str | None) -> alt.TitleParams | str:
@@ -79,7 +86,7 @@ def heatmap(
     title: str = "Positional encoding",
     width: int = 420,
     height: int = 260,
-    how: str = "mean",
+    how: str = "minmax",
     max_rows: int | None = None,
     max_cols: int | None = None,
     start_pos: int = 0,
@@ -91,31 +98,27 @@ def heatmap(
     (or one with ``max_rows``/``max_cols`` set) is first reduced by
     :func:`reduce_table` to at most ``max_rows`` position bands and ``max_cols``
     (default 128) column bands, so the chart never holds more than
-    :data:`MAX_ROWS` data rows; each block is coloured by its ``mean`` (default),
-    drawn as two half-cells ``min`` | ``max`` (``how="minmax"``), or — to show
-    the aliasing illusion on purpose — by its first entry (``how="stride"``).
+    :data:`MAX_ROWS` data rows; each block is drawn as two half-cells ``min`` |
+    ``max`` (``how="minmax"``, the default: nothing the table does is hidden),
+    coloured by its ``mean`` (``how="mean"``, a box filter: a column whose period
+    lies between one and two bands leaks through as a false, slower wave), or — to
+    show the aliasing illusion on purpose — by its first entry (``how="stride"``).
     Bands are labelled by their first position/column (``pos``, ``dimension``).
     ``start_pos``/``start_dim`` label a slice of a larger table.
     """
-    table = _check_table(table)
-    how = _check_how(how)
-    max_rows = _check_limit("max_rows", max_rows)
-    max_cols = _check_limit("max_cols", max_cols)
+    table = check_table(table)
+    how = check_choice("how", how, REDUCTIONS)
+    max_rows = check_optional(check_positive_int, "max_rows", max_rows)
+    max_cols = check_optional(check_positive_int, "max_cols", max_cols)
     start_pos = check_int("start_pos", start_pos, minimum=0)
     start_dim = check_int("start_dim", start_dim, minimum=0)
-    finite = torch.isfinite(table)
-    if not bool(finite.all()):
-        pos, dim = (int(v) for v in (~finite).nonzero()[0])
-        raise ValueError(
-            f"table must hold finite values to be drawn; table[{pos}, {dim}] = {table[pos, dim].item()} "
-            f"({int((~finite).sum())} non-finite entries)"
-        )
+    _check_finite(table, "table")
     n, d = table.shape
     if max_rows is None and max_cols is None and n * d <= MAX_ROWS:
         nr, nc = n, d
     else:
-        nc = _bands(d, max_cols if max_cols is not None else DEFAULT_MAX_COLS)
-        nr = _bands(n, max_rows if max_rows is not None else max(1, MAX_ROWS // max(nc, 1)))
+        nc = band_count(d, max_cols if max_cols is not None else DEFAULT_MAX_COLS)
+        nr = band_count(n, max_rows if max_rows is not None else max(1, MAX_ROWS // max(nc, 1)))
     if nr * nc > MAX_ROWS:
         raise ValueError(
             f"max_rows={max_rows} × max_cols={max_cols} leaves {nr} × {nc} blocks, "
@@ -128,7 +131,9 @@ def heatmap(
         return _heatmap_cells(alt.Chart(frame, title=title), ["pos", "dimension", "value"], {}, width, height)
     frame = reduce_table(table, nr, nc, how=how, start_pos=start_pos, start_dim=start_dim)
     what = {"mean": "mean", "minmax": "min | max", "stride": "first value (naive subsampling)"}[how]
-    subtitle = f"each cell: {what} of {_sizes(_edges(n, nr), 'position')} × {_sizes(_edges(d, nc), 'column')}"
+    subtitle = (
+        f"each cell: {what} of {band_sizes(band_edges(n, nr), 'position')} × {band_sizes(band_edges(d, nc), 'column')}"
+    )
     frame = frame.drop(columns=["pos_end", "dimension_end"])  # bands are equal (±1): ordinal rows suffice
     chart = alt.Chart(frame, title=_title(title, subtitle))
     offset: dict = {}
@@ -187,18 +192,18 @@ def dimension_lines(
     range as a shaded envelope, ``"mean"`` a line through band means, and
     ``"stride"`` the naive subsample (aliasing on purpose).
     """
-    table = _check_table(table)
+    table = check_table(table)
     n, d = table.shape
     dims = _check_dims(dims, d)
-    how = _check_how(how)
-    max_rows = _check_limit("max_rows", max_rows)
+    how = check_choice("how", how, REDUCTIONS)
+    max_rows = check_optional(check_positive_int, "max_rows", max_rows)
     start_pos = check_int("start_pos", start_pos, minimum=0)
     # a min–max envelope drawn with step-after needs one more point per line: the end of its last band
     extra = 1 if how == "minmax" else 0
     if max_rows is None and n * len(dims) <= MAX_ROWS:
         nr = n
     else:
-        nr = _bands(n, max_rows if max_rows is not None else max(1, MAX_ROWS // len(dims) - extra))
+        nr = band_count(n, max_rows if max_rows is not None else max(1, MAX_ROWS // len(dims) - extra))
     if (nr + (extra if nr < n else 0)) * len(dims) > MAX_ROWS:
         raise ValueError(f"max_rows={max_rows} × {len(dims)} dims exceeds {MAX_ROWS} chart rows; lower max_rows")
     if nr == n:
@@ -222,7 +227,7 @@ def dimension_lines(
         last = frame[frame["pos"] == frame["pos"].max()].assign(pos=start_pos + n)
         frame = pd.concat([frame, last], ignore_index=True)
     what = {"minmax": "min–max range", "mean": "mean", "stride": "first value (naive subsampling)"}[how]
-    chart = alt.Chart(frame, title=_title(title, f"{what} of each band of {_sizes(_edges(n, nr), 'position')}"))
+    chart = alt.Chart(frame, title=_title(title, f"{what} of each band of {band_sizes(band_edges(n, nr), 'position')}"))
     x = alt.X("pos:Q", title="pos", scale=alt.Scale(domain=[start_pos, start_pos + n], nice=False, zero=False))
     color = alt.Color("dimension:N", title="dimension")
     if how == "minmax":
@@ -298,6 +303,17 @@ def wavelength_chart(
     return alt.layer(line, points, rule, labels, title=title).properties(width=width, height=height)
 
 
+def _check_finite(table: torch.Tensor, name: str) -> None:
+    """Refuse NaN/inf (a chart would show them as blanks or break its colour scale), naming the first."""
+    finite = torch.isfinite(table)
+    if not bool(finite.all()):
+        pos, dim = (int(v) for v in (~finite).nonzero()[0])
+        raise ValueError(
+            f"{name} must hold finite values to be drawn; {name}[{pos}, {dim}] = {table[pos, dim].item()} "
+            f"({int((~finite).sum())} non-finite entries)"
+        )
+
+
 def similarity_heatmap(
     similarity: torch.Tensor,
     *,
@@ -313,21 +329,22 @@ def similarity_heatmap(
     with ``how="mean"``) so that at most ``max_rows`` bands of ``p`` remain and
     the chart holds at most :data:`MAX_ROWS` cells.
     """
-    sim = _check_table(similarity, "similarity")
-    max_rows = _check_limit("max_rows", max_rows)
+    sim = check_table(similarity, "similarity")
+    _check_finite(sim, "similarity")
+    max_rows = check_optional(check_positive_int, "max_rows", max_rows)
     n, m = sim.shape
     chart_title: str | alt.TitleParams = title
     if max_rows is None and n * m <= MAX_ROWS:
         nr, nc = n, m
     else:
         side = math.isqrt(MAX_ROWS)
-        nr = _bands(n, max_rows if max_rows is not None else side)
-        nc = _bands(m, max(1, MAX_ROWS // nr) if max_rows is not None else side)
+        nr = band_count(n, max_rows if max_rows is not None else side)
+        nc = band_count(m, max(1, MAX_ROWS // nr) if max_rows is not None else side)
     if (nr, nc) == (n, m):
         frame = table_frame(sim)
     else:
         frame = reduce_table(sim, nr, nc, how="mean").drop(columns=["pos_end", "dimension_end"])
-        subtitle = f"each cell: mean of {_sizes(_edges(n, nr), 'position')} × {_sizes(_edges(m, nc), 'position')}"
+        subtitle = f"each cell: mean of {band_sizes(band_edges(n, nr), 'position')} × {band_sizes(band_edges(m, nc), 'position')}"
         chart_title = _title(title, subtitle)
     frame = frame.rename(columns={"pos": "p", "dimension": "q", "value": "score"})
     return (
@@ -551,10 +568,6 @@ def roofline(
     )
     labels = alt.Chart(data).mark_text(align="left", dx=7, dy=-7).encode(x=x, y=y, text="op:N")
     return alt.layer(line, dots, labels, title=title).properties(width=width, height=height)
-
-
-# appended here, not in the list above, so that parallel additions to this file merge cleanly
-__all__ += ["attention_heatmaps", "accuracy_by_length"]
 
 
 def attention_heatmaps(

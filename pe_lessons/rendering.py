@@ -1,7 +1,7 @@
 """How a chart is stored in a notebook: a Vega-Lite spec plus a small static PNG.
 
-The ``"pe_lessons"`` Altair renderer (:func:`enable_renderer`, enabled when
-:mod:`pe_lessons.plots` is imported) displays each chart as its Vega-Lite spec
+The ``"pe_lessons"`` Altair renderer (:func:`enable_renderer`, which each notebook calls
+once; ``pe_lessons.plots.enable_renderer`` is the same function) displays each chart as its Vega-Lite spec
 (interactive in JupyterLab) *and* a palette PNG drawn by ``vl-convert``
 (:func:`static_png`), visible on GitHub, in nbconvert's HTML and wherever JavaScript
 does not run. On Colab it uses Altair's HTML renderer instead.

@@ -7,7 +7,9 @@ nearest integer ``m``: a picture of it shows a pattern that is not in the table
 (aliasing; :func:`apparent_period` measures the period a curve seems to have).
 :func:`reduce_table` therefore summarises each band of ``k`` consecutive positions
 by its exact ``min``/``max`` (a fast column then fills ``[-1, 1]`` in every band) or
-by its ``mean`` (a box filter: a fast column fades towards 0). ``how="stride"`` —
+by its ``mean`` (a box filter: a column much faster than a band fades towards 0,
+but any column with a period under two bands leaks through as a weaker, false
+wave — min/max is the honest default). ``how="stride"`` —
 keep one row per band — exists only to demonstrate the illusion.
 """
 
@@ -19,9 +21,19 @@ from collections.abc import Sequence
 import pandas as pd
 import torch
 
-from ._checks import check_choice, check_int, check_real, check_tensor
+from ._checks import check_choice, check_int, check_optional, check_positive_int, check_real, check_tensor
 
-__all__ = ["DECIMALS", "REDUCTIONS", "table_frame", "reduce_table", "apparent_period"]
+__all__ = [
+    "DECIMALS",
+    "REDUCTIONS",
+    "table_frame",
+    "reduce_table",
+    "apparent_period",
+    "check_table",
+    "band_count",
+    "band_edges",
+    "band_sizes",
+]
 
 #: Decimals kept in chart data: small notebooks, outputs stable across machines.
 DECIMALS = 4
@@ -29,7 +41,8 @@ DECIMALS = 4
 REDUCTIONS = ("minmax", "mean", "stride")
 
 
-def _check_table(table: object, name: str = "table") -> torch.Tensor:
+def check_table(table: object, name: str = "table") -> torch.Tensor:
+    """A 2-D real tensor ``[pos, dimension]`` with values to draw, as float64 on the CPU."""
     table = check_tensor(name, table)
     if table.dim() != 2:
         raise ValueError(f"{name} must be a 2-D tensor [pos, dimension], got shape {list(table.shape)}")
@@ -40,25 +53,18 @@ def _check_table(table: object, name: str = "table") -> torch.Tensor:
     return table.detach().to("cpu", torch.float64)
 
 
-def _check_how(how: object) -> str:
-    return check_choice("how", how, REDUCTIONS)
-
-
-def _check_limit(name: str, value: object) -> int | None:
-    return None if value is None else check_int(name, value, minimum=1)
-
-
-def _bands(n: int, max_bands: int | None) -> int:
+def band_count(n: int, max_bands: int | None) -> int:
     """How many bands ``n`` rows (or columns) become: all of them, or at most ``max_bands``."""
     return n if max_bands is None or n <= max_bands else max_bands
 
 
-def _edges(n: int, bands: int) -> torch.Tensor:
+def band_edges(n: int, bands: int) -> torch.Tensor:
     """Band edges ``ceil(b·n/bands)``, ``b = 0 … bands``: consecutive bands whose sizes differ by at most 1."""
     return -((-torch.arange(bands + 1) * n) // max(bands, 1))
 
 
-def _sizes(edges: torch.Tensor, noun: str) -> str:
+def band_sizes(edges: torch.Tensor, noun: str) -> str:
+    """How many rows the bands between ``edges`` hold, in words (``"4 positions"``, ``"3–4 columns"``)."""
     sizes = edges.diff()
     lo, hi = int(sizes.min()), int(sizes.max())
     return f"{lo} {noun}" + ("" if lo == 1 else "s") if lo == hi else f"{lo}–{hi} {noun}s"
@@ -74,7 +80,7 @@ def table_frame(table: torch.Tensor, positions: torch.Tensor | None = None) -> p
 
     ``positions`` (optional, one per row) labels the rows; by default ``0 … n-1``.
     """
-    table = _check_table(table)
+    table = check_table(table)
     n, d = table.shape
     if positions is None:
         pos = torch.arange(n)
@@ -113,22 +119,23 @@ def reduce_table(
     - ``how="minmax"``: ``min`` and ``max``, the exact extremes of the block
       (before rounding to ``decimals``): nothing the table does is hidden;
     - ``how="mean"``: ``value``, the block average (a box blur: columns much faster
-      than a band fade towards 0; one just past two bands may keep a faint ripple);
+      than a band fade towards 0, but a column with a period under two bands is only
+      weakened, and what is left of it is aliased: a fainter false wave);
     - ``how="stride"``: ``value``, the block's first entry — naive subsampling,
       which aliases any column whose period is shorter than two bands (kept only
       to demonstrate that illusion).
     """
-    table = _check_table(table)
-    max_rows = _check_limit("max_rows", max_rows)
-    max_cols = _check_limit("max_cols", max_cols)
-    how = _check_how(how)
+    table = check_table(table)
+    max_rows = check_optional(check_positive_int, "max_rows", max_rows)
+    max_cols = check_optional(check_positive_int, "max_cols", max_cols)
+    how = check_choice("how", how, REDUCTIONS)
     start_pos = check_int("start_pos", start_pos, minimum=0)
     start_dim = check_int("start_dim", start_dim, minimum=0)
     if decimals is not None:
         decimals = check_int("decimals", decimals, minimum=0)
     n, d = table.shape
-    nr, nc = _bands(n, max_rows), _bands(d, max_cols)
-    rows, cols = _edges(n, nr), _edges(d, nc)
+    nr, nc = band_count(n, max_rows), band_count(d, max_cols)
+    rows, cols = band_edges(n, nr), band_edges(d, nc)
     frame = pd.DataFrame(
         {
             "pos": (start_pos + rows[:-1]).repeat_interleave(nc).numpy(),
@@ -171,12 +178,19 @@ def apparent_period(values: torch.Tensor | Sequence[float], spacing: float = 1.0
     if isinstance(values, torch.Tensor):
         if values.dim() != 1:
             raise ValueError(f"values must be 1-D, got shape {list(values.shape)}")
+        if values.dtype.is_complex or values.dtype == torch.bool or values.device.type == "meta":
+            raise TypeError(f"values must hold real numbers with data, got {values.dtype} on {values.device.type}")
         v = values.detach().to("cpu", torch.float64)
     elif isinstance(values, Sequence) and not isinstance(values, (str, bytes)):
-        v = torch.tensor([float(x) for x in values], dtype=torch.float64)
+        try:
+            v = torch.tensor([float(x) for x in values], dtype=torch.float64)
+        except (TypeError, ValueError, OverflowError) as err:
+            raise TypeError(f"values must be a 1-D tensor or a sequence of real numbers ({err})") from None
     else:
         raise TypeError(f"values must be a 1-D tensor or a sequence of numbers, got {type(values).__name__}")
     spacing = check_real("spacing", spacing, above=0.0)
+    if v.numel() and not bool(torch.isfinite(v).all()):
+        raise ValueError("values must be finite numbers (no NaN or infinity): a crossing cannot be located in them")
     v = v - v.mean()
     nz = torch.nonzero(v != 0, as_tuple=True)[0]  # exact zeros are skipped: a sign change across them counts once
     a_at, b_at = nz[:-1], nz[1:]

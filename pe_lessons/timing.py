@@ -15,10 +15,11 @@ from torch.utils.benchmark import Timer
 
 from ._checks import check_choice, check_device, check_int, check_real
 
-__all__ = ["measure", "try_compile"]
+__all__ = ["measure", "try_compile", "check_timing_device", "thread_count"]
 
 
-def _device(device: torch.device | str) -> torch.device:
+def check_timing_device(device: torch.device | str) -> torch.device:
+    """A device with data to time: ``check_device``'s, but neither ``None`` (say which) nor ``meta``."""
     if device is None:
         raise TypeError("device must be a torch.device or a string such as 'cpu' or 'cuda', got None")
     device = check_device(device)
@@ -27,7 +28,8 @@ def _device(device: torch.device | str) -> torch.device:
     return device
 
 
-def _threads(threads: int | None) -> int:
+def thread_count(threads: int | None) -> int:
+    """``threads`` checked (an integer >= 1), or torch's current thread count for ``None``."""
     return torch.get_num_threads() if threads is None else check_int("threads", threads, minimum=1)
 
 
@@ -57,6 +59,7 @@ def measure(
     rounds: int = 3,
     warmup: int = 2,
     stat: str = "median",
+    clock: str = "wall",
 ) -> dict[str, float]:
     """Median seconds per call of each zero-argument function in ``fns``.
 
@@ -66,9 +69,18 @@ def measure(
     result is the median of the per-round medians (``stat="median"``), or their minimum
     (``stat="min"``: the least disturbed round — other work on a shared machine only ever
     adds time, so the best round is the steadier basis for comparing two operations).
+
+    ``clock="cpu"`` times the CPU time of this process instead of the wall clock: on a machine
+    shared with other work it does not count the time spent waiting for a core. It needs
+    ``threads=1`` (with more threads it would add up their busy-waiting) and a CPU device.
     """
-    device = _device(device)
-    threads = _threads(threads)
+    device = check_timing_device(device)
+    threads = thread_count(threads)
+    clock = check_choice("clock", clock, ("wall", "cpu"))
+    if clock == "cpu" and (threads != 1 or device.type != "cpu"):
+        raise ValueError(
+            f'clock="cpu" measures one CPU thread: it needs threads=1 and a CPU device, got threads={threads}'
+        )
     rounds = check_int("rounds", rounds, minimum=1)
     warmup = check_int("warmup", warmup, minimum=0)
     stat = check_choice("stat", stat, ("median", "min"))
@@ -87,7 +99,8 @@ def measure(
     per_round: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
-            timer = Timer("fn()", globals={"fn": fn}, num_threads=threads, timer=_timer(device), label=name)
+            tick = time.process_time if clock == "cpu" else _timer(device)
+            timer = Timer("fn()", globals={"fn": fn}, num_threads=threads, timer=tick, label=name)
             per_round[name].append(timer.blocked_autorange(min_run_time=min_run_time).median)
     reduce = statistics.median if stat == "median" else min
     return {name: reduce(times) for name, times in per_round.items()}

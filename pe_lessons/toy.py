@@ -22,7 +22,9 @@ Position schemes (:func:`available_schemes`):
 - ``"sinusoidal"``: :class:`~pe_lessons.sinusoidal.SinusoidalPositionalEncoding` added to the embeddings.
 - ``"learned"``: :class:`~pe_lessons.learned.LearnedPositionalEmbedding` added to the embeddings.
 - ``"rotary"``: nothing is added; ``rotate`` turns q and k by position-dependent angles
-  (:func:`~pe_lessons.rotary.apply_rope`, frequencies ``rope_base^(-2i/head_dim)``) before the dot product.
+  (:func:`~pe_lessons.rotary.apply_rope`) before the dot product, with the model's ``rope_base`` and
+  context-extension rule ``rope_scaling`` (:func:`~pe_lessons.rotary.scaled_frequencies`);
+  :meth:`ToyTransformer.with_rope` gives a copy that reads positions with another rule.
 - ``"alibi"``: :class:`~pe_lessons.relative.ALiBiBias`, a fixed linear penalty on distance, as ``b``.
 - ``"t5"``: :class:`~pe_lessons.relative.RelativePositionBias`, a learned bucketed bias, as ``b``, added
   to **unscaled** scores as in T5 (``q̃ k̃ᵀ + b``, no ``1/√head_dim``: T5 folds that factor into the
@@ -49,11 +51,10 @@ coarsely rounded or as thresholds.
 from __future__ import annotations
 
 import copy
-import functools
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 import pandas as pd
@@ -70,15 +71,17 @@ from ._checks import (
     check_int,
     check_positive_int,
     check_real,
+    check_seed,
     check_tensor,
 )
 from .learned import LearnedPositionalEmbedding
 from .relative import ALiBiBias, RelativePositionBias
-from .rotary import apply_rope
+from .rotary import apply_rope, scaled_frequencies
 from .sinusoidal import SinusoidalPositionalEncoding
 
 __all__ = [
     "Rotate",
+    "RopeRotate",
     "Bias",
     "available_schemes",
     "attention",
@@ -112,15 +115,36 @@ def available_schemes() -> tuple[str, ...]:
     return SCHEMES
 
 
-def rope_rotate(
-    q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, *, base: float = 10000.0
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The ``"rotary"`` scheme's hook: :func:`~pe_lessons.rotary.apply_rope` on q and k with ``base``.
+@dataclass(frozen=True)
+class RopeRotate:
+    """The ``"rotary"`` scheme's hook: :func:`~pe_lessons.rotary.apply_rope` on q and k with one
+    ``base`` and one context-extension rule ``scaling`` (``None``: plain RoPE).
 
-    A module-level function (not a closure; other bases through ``functools.partial``), so that a
-    rotary model can be pickled and ``torch.save``-d.
+    An object, not a closure, so that a rotary model can be pickled and ``torch.save``-d.
     """
-    return apply_rope(q, positions, base=base), apply_rope(k, positions, base=base)
+
+    base: float = 10000.0
+    scaling: Mapping[str, object] | None = None
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return (
+            apply_rope(q, positions, base=self.base, scaling=self.scaling),
+            apply_rope(k, positions, base=self.base, scaling=self.scaling),
+        )
+
+
+def _rope_rotate(head_dim: int, base: object, scaling: Mapping[str, object] | None) -> RopeRotate:
+    """A checked :class:`RopeRotate`: a bad base or rule raises here, naming it, not at the first forward."""
+    base = check_base(base, "rope_base")
+    try:
+        scaled_frequencies(head_dim, scaling, base=base)  # checks every key of the rule
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"rope_scaling: {err}") from None
+    return RopeRotate(base, None if scaling is None else dict(scaling))
+
+
+#: The plain ``"rotary"`` hook (base 10 000, no rule).
+rope_rotate = RopeRotate()
 
 
 def attention(
@@ -257,6 +281,16 @@ class EncoderBlock(nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
+class Blocks(nn.ModuleList):
+    """The model's blocks in order: an ``nn.ModuleList`` whose items are typed as :class:`EncoderBlock`."""
+
+    def __iter__(self) -> Iterator[EncoderBlock]:
+        return cast(Iterator[EncoderBlock], super().__iter__())
+
+    def __getitem__(self, index: int) -> EncoderBlock:  # type: ignore[override]
+        return cast(EncoderBlock, super().__getitem__(index))
+
+
 class ToyTransformer(nn.Module):
     """Token ids ``[batch, seq]`` → logits: ``[batch, n_classes]`` if ``pooled`` (mean over positions),
     else ``[batch, seq, n_classes]``.
@@ -266,7 +300,6 @@ class ToyTransformer(nn.Module):
     (offsets from ``max_len`` on share its last bucket). ``num_buckets`` is the T5 bias's
     bucket count (split by sign unless ``causal``). ``causal=True`` masks future keys in
     every layer: with ``scheme="none"`` that is a decoder with no positional encoding (NoPE).
-    ``rope_base`` is the rotary scheme's base (frequencies ``rope_base^(-2i/head_dim)``).
     The T5 bias module is one table shared by all layers, as in T5, and its scores are unscaled
     (``q kᵀ + b``, as ``T5Attention`` computes them): the query projection's initial weights and
     bias are divided by ``√head_dim`` instead, so the untrained model computes what scaled
@@ -287,6 +320,7 @@ class ToyTransformer(nn.Module):
         causal: bool = False,
         num_buckets: int = 8,
         rope_base: float = 10000.0,
+        rope_scaling: Mapping[str, object] | None = None,
     ) -> None:
         super().__init__()
         self.vocab_size = check_positive_int("vocab_size", vocab_size)
@@ -296,6 +330,8 @@ class ToyTransformer(nn.Module):
         n_layers, max_len = check_positive_int("n_layers", n_layers), check_positive_int("max_len", max_len)
         self.pooled, self.causal = check_bool("pooled", pooled), check_bool("causal", causal)
         self._refuse_absurd_sizes(n_layers, max_len)
+        if scheme != "rotary" and (rope_base != 10000.0 or rope_scaling is not None):
+            raise ValueError(f"rope_base and rope_scaling need scheme='rotary', this model uses {scheme!r}")
         self.embed = nn.Embedding(self.vocab_size, self.d_model)
         self.position: nn.Module | None = None
         self.relative: nn.Module | None = None
@@ -305,8 +341,7 @@ class ToyTransformer(nn.Module):
         elif scheme == "learned":
             self.position = LearnedPositionalEmbedding(max_len, self.d_model)
         elif scheme == "rotary":
-            self.rope_base = check_base(rope_base, "rope_base")
-            rotate = rope_rotate if self.rope_base == 10000.0 else functools.partial(rope_rotate, base=self.rope_base)
+            rotate = _rope_rotate(self.d_model // check_positive_int("n_heads", n_heads), rope_base, rope_scaling)
         elif scheme == "alibi":
             self.relative = ALiBiBias(n_heads)
         elif scheme == "t5":
@@ -317,7 +352,7 @@ class ToyTransformer(nn.Module):
                 bidirectional=not causal,
             )
         scale = 1.0 if scheme == "t5" else None  # T5: unscaled scores
-        self.blocks = nn.ModuleList(
+        self.blocks = Blocks(
             EncoderBlock(self.d_model, n_heads, rotate, bias=self.relative, causal=causal, scale=scale)
             for _ in range(n_layers)
         )
@@ -345,12 +380,30 @@ class ToyTransformer(nn.Module):
             raise TypeError(f"tokens must hold integer token ids, got dtype {tokens.dtype}")
         if tokens.dim() != 2 or tokens.shape[1] == 0:
             raise ValueError(f"tokens must have shape [batch, seq] with seq >= 1, got {list(tokens.shape)}")
+        if tokens.device.type == "meta" and _device_of(self).type != "meta":  # a meta model: shapes only, fine
+            raise ValueError(
+                "tokens are on the meta device (a shape without values): make them on the model's device, "
+                f"{_device_of(self)}"
+            )
+        self.check_activations("tokens", tokens.shape[0], tokens.shape[1])
         if tokens.numel() and tokens.device.type != "meta" and (tokens.min() < 0 or tokens.max() >= self.vocab_size):
             raise ValueError(
                 f"tokens must be ids in 0 … {self.vocab_size - 1} (vocab_size={self.vocab_size}), "
                 f"got values in {int(tokens.min())} … {int(tokens.max())}"
             )
         return tokens
+
+    def check_activations(self, name: str, batch: int, seq: int) -> None:
+        """Refuse, before a forward pass allocates it, any activation past the memory limit: the
+        attention scores ``[batch, heads, seq, seq]``, a relative bias and its int64 distances
+        ``[heads, seq, seq]``, the MLP's hidden ``[batch, seq, 4·d_model]``, the logits."""
+        heads = self.blocks[0].attn.n_heads
+        d = self.d_model
+        check_fits(name, [batch, heads, seq, seq], torch.float32, what="one layer's attention scores")
+        check_fits(name, [batch, seq, 4 * d], torch.float32, what="one layer's MLP activations")
+        check_fits(name, [batch, seq, self.n_classes], torch.float32, what="the logits")
+        if self.relative is not None:
+            check_fits(name, [seq, seq], torch.int64, what="the relative distances")
 
     def _embed(self, tokens: torch.Tensor) -> torch.Tensor:
         x = self.embed(tokens.long())
@@ -376,7 +429,7 @@ class ToyTransformer(nn.Module):
         x = self._embed(tokens)
         positions = torch.arange(tokens.shape[1], device=x.device)
         weights = []
-        for block in cast(list[EncoderBlock], self.blocks):
+        for block in self.blocks:
             weights.append(block.attn.weights(block.norm1(x), positions))
             x = block(x, positions)
         return torch.stack(weights)
@@ -417,14 +470,41 @@ class ToyTransformer(nn.Module):
         if self.scheme != "learned":
             raise ValueError(f"with_longer_table needs scheme='learned', this model uses {self.scheme!r}")
         assert isinstance(self.position, LearnedPositionalEmbedding)
-        seed = check_int("seed", seed)
+        seed = check_seed(seed)
         twin = copy.deepcopy(self)
         twin.position = self.position.extended(max_len, generator=torch.Generator().manual_seed(seed))
         return twin
 
+    def with_rope(self, *, base: float | None = None, scaling: Mapping[str, object] | None = None) -> ToyTransformer:
+        """A copy that rotates q and k with ``base`` (default: this model's) and the context-extension
+        rule ``scaling`` (:func:`~pe_lessons.rotary.scaled_frequencies`; ``None``: plain RoPE) in every
+        rotary layer (NoPE layers, see :func:`with_nope_layers`, stay as they are).
+
+        The weights are the same: this is how a trained model is read at a longer length with a rule
+        (zero-shot, or before a fine-tune of the copy)."""
+        if self.scheme != "rotary":
+            raise ValueError(f"with_rope needs scheme='rotary', this model uses {self.scheme!r}")
+        rope = self.rope
+        old_base = 10000.0 if rope is None else rope.base
+        rotate = _rope_rotate(self.blocks[0].attn.head_dim, old_base if base is None else base, scaling)
+        twin = copy.deepcopy(self)
+        for block in twin.blocks:
+            if block.attn.rotate is not None:
+                block.attn.rotate = rotate
+        return twin
+
+    @property
+    def rope(self) -> RopeRotate | None:
+        """The rotary hook (its ``base`` and ``scaling``), or ``None`` when no layer rotates."""
+        hooks = [block.attn.rotate for block in self.blocks if isinstance(block.attn.rotate, RopeRotate)]
+        return hooks[0] if hooks else None
+
     def extra_repr(self) -> str:
-        base = f", rope_base={self.rope_base:g}" if self.scheme == "rotary" else ""
-        return f"scheme={self.scheme!r}, pooled={self.pooled}, causal={self.causal}{base}"
+        text = f"scheme={self.scheme!r}, pooled={self.pooled}, causal={self.causal}"
+        rope = self.rope
+        if rope is not None and (rope.base != 10000.0 or rope.scaling is not None):
+            text += f", rope_base={rope.base:g}, rope_scaling={rope.scaling!r}"
+        return text
 
 
 # --------------------------------------------------------------------------- tasks
@@ -433,7 +513,7 @@ class ToyTransformer(nn.Module):
 def _check_batch(batch_size: object, seq_len: object, minimum_seq: int) -> tuple[int, int]:
     batch_size = check_int("batch_size", batch_size, minimum=2)
     seq_len = check_int("seq_len", seq_len, minimum=minimum_seq)
-    check_fits("batch_size", [batch_size, seq_len], torch.int64, what="the batch of token ids")
+    check_fits("batch_size × seq_len", [batch_size, seq_len], torch.int64, what="the batch of token ids")
     return batch_size, seq_len
 
 
@@ -479,30 +559,6 @@ class OrderTask:
 
 
 @dataclass(frozen=True)
-class PreviousTokenTask:
-    """At every position ``pos ≥ 1``, output the token at ``pos - 1`` (position 0 is not scored)."""
-
-    n_symbols: int = 8
-    name = "previous"
-    pooled = False
-
-    def __post_init__(self) -> None:
-        check_int("n_symbols", self.n_symbols, minimum=2)
-
-    @property
-    def vocab_size(self) -> int:
-        return self.n_symbols
-
-    @property
-    def n_classes(self) -> int:
-        return self.n_symbols
-
-    def sample(self, batch_size: int, seq_len: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """``tokens [batch_size, seq_len]`` and ``labels [batch_size, seq_len]`` (``-100`` at position 0)."""
-        return LagTask(self.n_symbols, lag=1).sample(batch_size, seq_len, generator)
-
-
-@dataclass(frozen=True)
 class LagTask:
     """At every position ``pos ≥ lag``, output the token ``lag`` places back (earlier positions are not scored).
 
@@ -538,6 +594,15 @@ class LagTask:
         return tokens, labels
 
 
+@dataclass(frozen=True)
+class PreviousTokenTask(LagTask):
+    """The lag task with ``lag = 1``: at every position ``pos ≥ 1``, output the token at ``pos - 1``
+    (position 0 is not scored)."""
+
+    lag: int = field(default=1, init=False, repr=False)
+    name = "previous"
+
+
 Task = OrderTask | PreviousTokenTask | LagTask
 TASKS: dict[str, type] = {"order": OrderTask, "previous": PreviousTokenTask, "lag": LagTask}
 
@@ -562,7 +627,7 @@ def make_model(task: Task, scheme: str, *, seed: int = 0, **kwargs) -> ToyTransf
     (``d_model``, ``n_heads``, ``n_layers``, ``max_len``).
     """
     task = _check_task(task)
-    seed = check_int("seed", seed)
+    seed = check_seed(seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return ToyTransformer(task.vocab_size, task.n_classes, scheme=scheme, pooled=task.pooled, **kwargs)
@@ -635,7 +700,7 @@ def train(
         lo = hi = check_int("seq_len", seq_len, minimum=2)
     steps = check_int("steps", steps, minimum=1)
     lr = check_real("lr", lr, above=0.0, below=1.0, hint="a learning rate")
-    generator = torch.Generator().manual_seed(check_int("seed", seed))
+    generator = torch.Generator().manual_seed(check_seed(seed))
     device = _device_of(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     # learning rate decays linearly from lr to lr/steps: the last steps settle instead of spiking
@@ -690,20 +755,23 @@ def train_seeds(
     lr = check_real("lr", lr, above=0.0, below=1.0, hint="a learning rate")
     models = [make_model(task, scheme, seed=s, **model_kwargs) for s in seeds]
     template = copy.deepcopy(models[0]).to("meta")
-    params, buffers = torch.func.stack_module_state(models)
-    params = {name: nn.Parameter(value) for name, value in params.items()}
+    params = {name: nn.Parameter(value) for name, value in torch.func.stack_module_state(models)[0].items()}
+    buffers = dict(models[0].named_buffers())  # fixed tables (ALiBi's slopes, sinusoids): the same for every seed
 
     # no token checks under vmap: they read values, which vmap cannot (sample() makes valid ids)
     template.forward = template._logits  # type: ignore[method-assign]
-    batched = torch.func.vmap(lambda p, b, tokens: torch.func.functional_call(template, (p, b), (tokens,)))
+    batched = torch.func.vmap(
+        lambda p, b, tokens: torch.func.functional_call(template, (p, b), (tokens,)), in_dims=(0, None, 0)
+    )
     generators = [torch.Generator().manual_seed(s) for s in seeds]
     optimizer = torch.optim.AdamW(params.values(), lr=float(lr))
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: 1.0 - done / steps)
-    rows = []
+    rows: list[tuple[int, int, int, float, float]] = []
     with _one_thread():
         for step in range(1, steps + 1):
-            tokens, labels = zip(*(task.sample(batch_size, seq_len, g) for g in generators))
-            tokens, labels = torch.stack(tokens), torch.stack(labels)
+            samples = [task.sample(batch_size, seq_len, g) for g in generators]
+            tokens = torch.stack([t for t, _ in samples])
+            labels = torch.stack([y for _, y in samples])
             out = batched(params, buffers, tokens)
             losses, accuracies = zip(*(_loss_and_accuracy(out[i], labels[i]) for i in range(len(seeds))))
             optimizer.zero_grad(set_to_none=True)
@@ -744,9 +812,8 @@ def evaluate(
     extend_learned = check_bool("extend_learned", extend_learned)
     if extend_learned and isinstance(model.position, LearnedPositionalEmbedding) and seq_len > model.position.max_len:
         model = model.with_longer_table(seq_len, seed=seed)
-    heads = cast(EncoderBlock, model.blocks[0]).attn.n_heads
-    check_fits("n", [n, heads, seq_len, seq_len], torch.float32, what="one layer's attention scores")
-    tokens, labels = task.sample(n, seq_len, torch.Generator().manual_seed(check_int("seed", seed)))
+    model.check_activations("n", n, seq_len)
+    tokens, labels = task.sample(n, seq_len, torch.Generator().manual_seed(check_seed(seed)))
     device = _device_of(model)
     tokens, labels = tokens.to(device), labels.to(device)
     was_training = model.training

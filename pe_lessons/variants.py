@@ -275,11 +275,13 @@ EXPLANATIONS: dict[str, str] = {
         "pairs i = 0 … d_model/2-1 with 2*i/d_model."
     ),
     "column_exponent": (
-        "Each column j uses its own exponent 2j/d_model, so the cos column of a pair turns at another "
-        "frequency than its sin column: (sin, cos) is no longer a point on the unit circle and row norms "
-        "wander. The usual line is `angle = pos / 10000 ** (2 * j / d_model)` over all columns j (or a loop "
-        "over columns i with `2 * i` for sin and `2 * (i + 1)` for cos). The exponent must use the pair "
-        "index: `2 * (j // 2) / d_model`."
+        "Each column j uses its own exponent 2j/d_model, so every column turns at the wrong frequency: the "
+        "sin column of pair i at base^(-4i/d_model) (the doubled exponent) and its cos column at "
+        "base^(-(4i+2)/d_model), slower still. The two columns of a pair no longer share an angle: "
+        "(sin, cos) is not a point on the unit circle and row norms wander. The usual line is "
+        "`angle = pos / 10000 ** (2 * j / d_model)` over all columns j (or a loop over columns i with "
+        "`2 * i` for sin and `2 * (i + 1)` for cos). The exponent must use the pair index: "
+        "`2 * (j // 2) / d_model`."
     ),
     "shifted_cos_exponent": (
         "The cos columns use exponent (2i+1)/d_model instead of 2i/d_model, so the cos column of a pair "

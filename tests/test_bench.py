@@ -1,41 +1,20 @@
 """Smoke tests of pe_lessons.bench at tiny sizes: shape of the results, not speed (no timed assertions)."""
 
 import math
+import platform
 
 import pytest
 import torch
 
-from pe_lessons import bench, timing
-from pe_lessons.sinusoidal import sinusoidal_table
+from pe_lessons import bench
+from pe_lessons.baselines import hf_rope
+from pe_lessons.timing import try_compile
 
 FAST = dict(min_run_time=1e-3, rounds=1)
 
 
 def measured(row):
     return not math.isnan(row["median_ms"])
-
-
-def test_reference_implementations_agree_with_the_exact_table():
-    exact = sinusoidal_table(50, 8, dtype=torch.float64)
-    for table in (bench.loop_table(50, 8), bench.textbook_table(50, 8), bench.float64_angles_table(50, 8)):
-        assert table.dtype == torch.float32 and table.shape == (50, 8)
-        assert (table.double() - exact).abs().max() < 1e-5
-
-
-def test_hf_formula_matches_the_float64_rotation_in_half_layout():
-    x = torch.randn(2, 3, 17, 8, generator=torch.Generator().manual_seed(1))
-    cos, sin = bench.hf_cos_sin(17, 8)
-    assert cos.shape == sin.shape == (17, 8)
-    torch.testing.assert_close(bench.hf_rope(x, cos, sin).double(), bench.rope_reference(x, "half"), rtol=0, atol=1e-5)
-    assert torch.equal(bench.rotate_half(torch.tensor([1.0, 2.0, 3.0, 4.0])), torch.tensor([-3.0, -4.0, 1.0, 2.0]))
-
-
-def test_interleaved_and_half_reference_are_a_permutation_of_each_other():
-    x = torch.randn(5, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
-    perm = torch.tensor([0, 2, 4, 6, 1, 3, 5, 7])
-    torch.testing.assert_close(
-        bench.rope_reference(x[..., perm], "half"), bench.rope_reference(x, "interleaved")[..., perm]
-    )
 
 
 def test_bench_sinusoidal_rows_columns_and_ratios():
@@ -54,10 +33,10 @@ def test_bench_sinusoidal_rows_columns_and_ratios():
 
 
 def test_bench_rope_rows_and_compile_off_skips_with_a_reason():
-    rows = bench.bench_rope([(1, 1, 4, 8)], compile=False, **FAST)
+    rows = bench.bench_rope([(1, 1, 4, 8)], compile=False, dtypes=["float32"], decode=False, **FAST)
     variants = [r["variant"] for r in rows]
     assert len(rows) == 7 and variants[0].startswith("HF eager") and variants[-1] == "clone"
-    assert all(tuple(r) == bench.COLUMNS for r in rows)
+    assert all(tuple(r) == bench.COLUMNS and r["dtype"] == "float32" for r in rows)
     for row in rows:
         if measured(row):
             assert row["ratio"] > 0 and row["speedup_vs_hf"] > 0 and row["note"] == ""
@@ -68,12 +47,53 @@ def test_bench_rope_rows_and_compile_off_skips_with_a_reason():
     assert rows[0]["max_abs_error"] < 1e-5 and rows[-1]["ratio"] == 1.0
 
 
+def test_bench_rope_has_a_block_per_dtype_and_a_decode_step():
+    rows = bench.bench_rope([(1, 1, 4, 8), (1, 2, 8, 8)], compile=False, **FAST)
+    assert [r["dtype"] for r in rows[::7][:6]] == ["float32", "bfloat16", "float16"] * 2
+    decode = [r for r in rows if r["variant"].startswith("decode")]
+    assert len(rows) == 2 * 3 * 7 + 3 * 4 and len(decode) == 3 * 4
+    assert {r["size"] for r in decode} == {f"1x2x1x8 at {bench.DECODE_POSITION}"}  # the largest shape, one position
+    for row in decode:
+        assert measured(row) and row["speedup_vs_hf"] > 0 and row["baseline"] == "decode clone"
+        if row["variant"] != "decode clone":
+            limit = 1e-6 if row["dtype"] == "float32" else 2e-2
+            assert row["max_abs_error"] < limit, row
+    text = bench.format_table(rows)
+    assert "bfloat16; ratio = time / clone or decode clone" in text
+    assert any("apply_rope half" in line and "µs per call" in line for line in bench.decode_summary(rows))
+    with pytest.raises(ValueError, match="dtype"):
+        bench.bench_rope([(1, 1, 4, 8)], compile=False, dtypes=["float64"], **FAST)
+
+
+def test_traffic_and_kernels_of_each_eager_variant_are_counted():
+    """Deterministic counts (trace_ops): kernels per call and bytes moved over clone's, cos/sin tables included."""
+    rows = bench.bench_rope([(2, 4, 64, 16)], compile=False, decode=False, **FAST)
+    got = {(r["dtype"], r["variant"]): (r["kernels"], r["traffic"]) for r in rows if not math.isnan(r["kernels"])}
+    n = 2 * 4 * 64 * 16
+    tables = 64 * 8 * 4 * 2  # cos and sin, [seq, head_dim/2] float32 each (or cos + i·sin, complex64)
+    hf = "HF eager x*cos + rotate_half(x)*sin"
+    for dtype, size in (("float32", 4), ("bfloat16", 2), ("float16", 2)):
+        compulsory = 2 * n * size
+        assert got[(dtype, "clone")] == (1, 1.0)
+        hf_tables = 2 * 64 * 16 * size  # HF's cos and sin, [seq, head_dim] in x's dtype
+        assert got[(dtype, hf)] == (5, pytest.approx((10 * n * size + hf_tables) / compulsory))
+        inter = got[(dtype, "apply_rope interleaved")]
+        half = got[(dtype, "apply_rope half")]
+        if dtype == "float32":  # one complex multiply; two writes of the sin terms and one multiply-add
+            assert inter == (1, pytest.approx((8 * n + tables) / compulsory))
+            assert half == (3, pytest.approx((20 * n + 2 * tables) / compulsory))  # [cos | cos], -sin, sin
+        else:  # a converting copy up, the float32 kernel(s), a converting copy down
+            assert inter == (3, pytest.approx((20 * n + tables) / compulsory))
+            assert inter[1] <= got[(dtype, hf)][1]  # no more traffic than Hugging Face's eager formula
+            assert half == (5, pytest.approx((32 * n + 2 * tables) / compulsory))
+
+
 def test_compile_failure_is_a_skipped_row_not_an_error(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("no compiler here\nsecond line")
 
     monkeypatch.setattr(torch, "compile", broken)
-    fn, reason = bench.try_compile(bench.hf_rope, torch.ones(1, 4), torch.ones(1, 4), torch.ones(1, 4))
+    fn, reason = try_compile(hf_rope, torch.ones(1, 4), torch.ones(1, 4), torch.ones(1, 4))
     assert fn is None and reason == "torch.compile failed: RuntimeError: no compiler here"
     rows = bench.bench_rope([(1, 1, 4, 8)], compile=True, **FAST)
     hf = next(r for r in rows if r["variant"] == "compiled HF eager x*cos + rotate_half(x)*sin")
@@ -86,7 +106,10 @@ def test_check_targets_and_format_table():
     assert len(targets) == len(bench.TARGETS)
     error = next(t for t in targets if "error" in t["target"])
     assert error["met"] is True  # accuracy is deterministic; speed verdicts are not asserted
-    assert all(t["met"] in (True, False, None) for t in targets)
+    for t, (*_, op, limit, text) in zip(targets, bench.TARGETS, strict=True):  # each verdict: measured vs limit
+        assert (t["target"], t["limit"]) == (text, limit)
+        judged = t["measured"] >= limit if op == ">=" else t["measured"] <= limit
+        assert t["met"] is (None if math.isnan(t["measured"]) else judged), t
     assert all(t["met"] is None for t in bench.check_targets(rows, size_sin="1x2", size_rope="1x1x1x2"))
     text = bench.format_table(rows)
     assert "pe_lessons sinusoidal_table" in text and "HF eager" in text and "ratio = time / clone" in text
@@ -96,24 +119,27 @@ def test_main_quick_runs_and_prints(capsys):
     assert bench.main(["--quick", "--device", "cpu", "--compile", "off", "--keep-memory", "--stat", "min"]) == 0
     out = capsys.readouterr().out
     assert "sinusoidal on cpu" in out and "rope on cpu" in out and "total" in out and "allocator:" in out
-    assert isinstance(bench.keep_freed_memory(), bool)
+    assert bench.keep_freed_memory() is (platform.libc_ver()[0] == "glibc")  # mallopt exists in glibc only
+
+
+def test_main_cpu_clock_needs_one_thread(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--quick", "--device", "cpu", "--clock", "cpu"])
+    assert exit_info.value.code == 2 and "--threads 1" in capsys.readouterr().err
+    args = ["--quick", "--device", "cpu", "--clock", "cpu", "--threads", "1", "--dtype", "bfloat16"]
+    assert bench.main(args) == 0
+    out = capsys.readouterr().out
+    assert "bfloat16;" in out and " float16;" not in out and "float32;" in out and "µs per call" in out
 
 
 @pytest.mark.parametrize(
     "call, error",
     [
-        (lambda: bench.measure({"f": lambda: None}, rounds=0), ValueError),
-        (lambda: bench.measure({"f": lambda: None}, min_run_time=0), ValueError),
-        (lambda: bench.measure({"f": lambda: None}, threads=0), ValueError),
         (lambda: bench.bench_rope([(1, 4, 8)], **FAST), ValueError),
         (lambda: bench.bench_rope([(1, 1, 4, 7)], **FAST), ValueError),
         (lambda: bench.bench_rope([(1, 1, 4, 8)], compile="yes", **FAST), TypeError),
         (lambda: bench.bench_sinusoidal([(0, 4)], **FAST), ValueError),
         (lambda: bench.bench_sinusoidal([(4, 3)], **FAST), ValueError),
-        (lambda: bench.rope_reference(torch.ones(2, 4), "rotated"), ValueError),
-        (lambda: bench.rope_reference(torch.ones(2, 4, dtype=torch.int64)), TypeError),
-        (lambda: bench.measure({"f": lambda: None}, device=3), TypeError),
-        (lambda: bench.measure({"f": lambda: None}, stat="mean"), ValueError),
         (lambda: bench.bench_rope([(1, 1, 4, 8)], compile=False, stat="mean", **FAST), ValueError),
         (lambda: bench.bench_sinusoidal([(4, 4)], stat="mean", **FAST), ValueError),
     ],
@@ -128,10 +154,6 @@ def test_cuda_without_a_gpu_is_a_clear_error():
     for call in (
         lambda: bench.bench_sinusoidal([(4, 4)], device="cuda", **FAST),
         lambda: bench.bench_rope([(1, 1, 4, 8)], device="cuda", compile=False, **FAST),
-        lambda: bench.textbook_table(4, 8, device="cuda"),
-        lambda: bench.float64_angles_table(4, 8, device="cuda"),
-        lambda: bench.hf_cos_sin(4, 8, device="cuda"),
-        lambda: bench.measure({"f": lambda: None}, device="cuda"),
     ):
         with pytest.raises(ValueError, match="device='cuda' asks for a GPU"):
             call()
@@ -140,10 +162,6 @@ def test_cuda_without_a_gpu_is_a_clear_error():
 @pytest.mark.parametrize(
     "call, words",
     [
-        (lambda: bench.loop_table(10**9, 64), "max_len × d_model.*Python lists"),
-        (lambda: bench.textbook_table(10**9, 512), "max_len × d_model"),
-        (lambda: bench.float64_angles_table(10**9, 512), "max_len × d_model"),
-        (lambda: bench.hf_cos_sin(10**9, 512), "seq_len × head_dim"),
         (lambda: bench.bench_sinusoidal([(10**9, 512)], **FAST), "sizes"),
         (lambda: bench.bench_rope([(1000, 1000, 1000, 64)], compile=False, **FAST), "shapes"),
     ],
@@ -151,18 +169,6 @@ def test_cuda_without_a_gpu_is_a_clear_error():
 def test_oversized_requests_are_refused_before_allocating(call, words):
     with pytest.raises(ValueError, match=words):
         call()
-
-
-@pytest.mark.parametrize("bad", [float("inf"), float("nan"), -1.0, 0])
-def test_measure_refuses_a_budget_that_is_not_finite_and_positive(bad):
-    with pytest.raises(ValueError, match="min_run_time"):
-        bench.measure({"f": lambda: None}, min_run_time=bad)
-
-
-@pytest.mark.parametrize("bad", [True, "0.1", None])
-def test_measure_refuses_a_budget_that_is_not_a_number(bad):
-    with pytest.raises(TypeError, match="min_run_time"):
-        bench.measure({"f": lambda: None}, min_run_time=bad)
 
 
 def test_sizes_on_a_gpu_are_far_above_its_l2_cache_and_the_cpu_keeps_its_sizes():
@@ -188,67 +194,44 @@ def test_default_sizes_follow_the_device(monkeypatch):
     monkeypatch.setattr(bench, "default_sizes", lambda device, quick=False: seen.setdefault(str(device), tiny))
     rows = bench.bench_sinusoidal(**FAST) + bench.bench_rope(compile=False, **FAST)
     assert seen == {"cpu": tiny}
-    assert {r["size"] for r in rows} == {"16x4", "1x1x4x8"}
+    assert {r["size"] for r in rows} == {"16x4", "1x1x4x8", f"1x1x1x8 at {bench.DECODE_POSITION}"}
 
 
-def test_trace_ops_counts_the_five_kernels_and_ten_n_elements_of_the_eager_formula():
-    x = torch.randn(2, 3, 16, 8)
-    cos, sin = bench.hf_cos_sin(16, 8)
-    ops = bench.trace_ops(bench.hf_rope, x, cos, sin)
-    assert [o["op"] for o in ops if o["kernel"]] == ["mul", "neg", "cat", "mul", "add"]
-    assert [o["op"] for o in ops if not o["kernel"]] == ["chunk"]
-    n, t = x.numel(), cos.numel()
-    assert sum(o["read_bytes"] + o["write_bytes"] for o in ops) == 4 * (10 * n + 2 * t)
-
-
-def test_trace_ops_sees_out_in_place_setitem_and_allocations():
-    x, y = torch.ones(4, 6), torch.ones(4, 6)
-    out = torch.empty(4, 6)
-
-    def fn(a, b):
-        buf = torch.empty_like(a)
-        torch.mul(a, b, out=out)
-        out.add_(a)
-        buf[:, :3] = a[:, :3]
-        return a.view(-1)
-
-    ops = {o["op"]: o for o in bench.trace_ops(fn, x, y)}
-    assert not ops["empty_like"]["kernel"] and not ops["view"]["kernel"]
-    assert ops["mul"]["kernel"] and ops["mul"]["read_bytes"] == 2 * 96 and ops["mul"]["write_bytes"] == 96
-    assert ops["add_"]["kernel"] and ops["add_"]["read_bytes"] == 2 * 96 and ops["add_"]["write_bytes"] == 96
-    assert ops["setitem"]["kernel"] and ops["setitem"]["write_bytes"] == 48
-    with pytest.raises(TypeError):
-        bench.trace_ops(3)
-
-
-def _target_rows(sin_ratio, sin_error, inter_ratio, half_ratio, compiled_half_ratio, inter_speedup, half_speedup):
-    def row(suite, size, variant, **values):
-        return bench._row(suite, torch.device("cpu"), 1, size, variant, **values)
-
-    return [
-        row("sinusoidal", "65536x64", "pe_lessons sinusoidal_table", ratio=sin_ratio, max_abs_error=sin_error),
-        row("rope", "4x8x1024x64", "apply_rope interleaved", ratio=inter_ratio, speedup_vs_hf=inter_speedup),
-        row("rope", "4x8x1024x64", "apply_rope half", ratio=half_ratio, speedup_vs_hf=half_speedup),
-        row("rope", "4x8x1024x64", "compiled apply_rope half", ratio=compiled_half_ratio),
-    ]
+def _target_rows(good: bool) -> list[dict]:
+    """Rows that meet (or miss) every target: each measure on the right (or wrong) side of its limit."""
+    rows = {}
+    for suite, dtype, variant, key, op, limit, _ in bench.TARGETS:
+        size = "65536x64" if suite == "sinusoidal" else "4x8x1024x64"
+        row = rows.setdefault(
+            (dtype, variant), bench._row(suite, torch.device("cpu"), 1, size, variant, dtype=dtype, traffic=1.0)
+        )
+        if key == "traffic_vs_hf":
+            row["traffic"] = 4.0 if good else 6.0
+            continue
+        row[key] = limit * (0.9 if good == (op == "<=") else 1.1)
+    for dtype in ("bfloat16", "float16"):
+        hf = "HF eager x*cos + rotate_half(x)*sin"
+        rows[(dtype, hf)] = bench._row("rope", torch.device("cpu"), 1, "4x8x1024x64", hf, dtype=dtype, traffic=5.0)
+    return list(rows.values())
 
 
 def test_check_targets_judges_each_limit_in_the_right_direction():
-    met = bench.check_targets(_target_rows(1.9, 4e-7, 1.9, 2.9, 2.9, 1.6, 1.6))
+    met = bench.check_targets(_target_rows(True))
     assert [t["met"] for t in met] == [True] * len(bench.TARGETS)
-    missed = bench.check_targets(_target_rows(2.1, 6e-7, 2.1, 3.1, 3.2, 1.4, 1.4))
+    missed = bench.check_targets(_target_rows(False))
     assert [t["met"] for t in missed] == [False] * len(bench.TARGETS)
-    assert [t["measured"] for t in missed] == [2.1, 6e-7, 2.1, 3.1, 3.2, 1.4, 1.4]
-    # eager and compiled half layout are judged separately
-    mixed = {t["target"]: t["met"] for t in bench.check_targets(_target_rows(1.9, 4e-7, 1.9, 3.2, 1.9, 1.6, 1.6))}
-    assert (
-        mixed["apply_rope half ≤ 3× clone (eager)"] is False
-        and mixed["apply_rope half ≤ 3× clone (torch.compile)"] is True
-    )
+    traffic = [t for t in missed if "traffic" in t["target"]]
+    assert traffic and all(t["measured"] == pytest.approx(6.0 / 5.0) for t in traffic)
+    # every dtype of the compiled path is judged, and float32 eager has its own limits
+    texts = {(t["dtype"], t["target"]) for t in met}
+    for dtype in ("float32", "bfloat16", "float16"):
+        assert (dtype, "compiled half: one fused kernel") in texts
+    assert ("float32", "eager interleaved ≤ 1.5× clone") in texts and ("float32", "eager half ≤ 2.5× clone") in texts
 
 
 def test_gbps_is_the_compulsory_bytes_over_the_median_time():
-    rows = bench.bench_sinusoidal([(32, 8)], **FAST) + bench.bench_rope([(1, 2, 8, 8)], compile=False, **FAST)
+    rope = bench.bench_rope([(1, 2, 8, 8)], compile=False, dtypes=["float32"], decode=False, **FAST)
+    rows = bench.bench_sinusoidal([(32, 8)], **FAST) + rope
     for row in filter(measured, rows):
         if row["suite"] == "rope":
             nbytes = 2 * 4 * (1 * 2 * 8 * 8)  # read x, write the result
@@ -263,37 +246,8 @@ def test_gbps_is_the_compulsory_bytes_over_the_median_time():
     )
 
 
-def test_trace_ops_sees_augmented_assignment_and_unary_invert_as_kernels():
-    x, y = torch.ones(3, 4), torch.ones(3, 4)
-    flags = torch.ones(3, 4, dtype=torch.bool)
-
-    def fn(a, b, m):
-        a += b
-        return ~m
-
-    ops = bench.trace_ops(fn, x, y, flags)
-    assert [o["op"] for o in ops] == ["add_", "invert"]  # x += y reaches torch as add_
-    assert all(o["kernel"] for o in ops)
-    assert ops[1]["read_bytes"] == ops[1]["write_bytes"] == 12
-
-
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message when no GPU is present")
 def test_main_device_cuda_without_a_gpu_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exit_info:
         bench.main(["--device", "cuda"])
     assert exit_info.value.code == 2 and "no CUDA GPU" in capsys.readouterr().err
-
-
-def test_measure_min_is_the_best_round_and_never_above_the_median(monkeypatch):
-    per_call = iter([3e-3, 1e-3, 2e-3] * 2)  # the three rounds of one function, seen twice
-
-    class FakeTimer:
-        def __init__(self, *args, **kwargs):
-            pass
-
-        def blocked_autorange(self, min_run_time):
-            return type("M", (), {"median": next(per_call)})()
-
-    monkeypatch.setattr(timing, "Timer", FakeTimer)
-    assert bench.measure({"f": lambda: None}, rounds=3, stat="median") == {"f": 2e-3}
-    assert bench.measure({"f": lambda: None}, rounds=3, stat="min") == {"f": 1e-3}

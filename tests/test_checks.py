@@ -17,6 +17,7 @@ from pe_lessons._checks import (
     check_float_dtype,
     check_float_tensor,
     check_int,
+    check_optional,
     check_positive_int,
     check_real,
     check_reals,
@@ -54,12 +55,23 @@ def test_check_real_bounds_and_kinds():
         check_real("x", 0.0, above=0.0)
     with pytest.raises(ValueError, match=r">= 0 and < 1"):
         check_real("x", 1.0, minimum=0.0, below=1.0)
+    assert check_real("x", 1, above=0.0, maximum=1.0) == 1.0
+    with pytest.raises(ValueError, match=r"x must be a finite number > 0 and <= 1, got 1\.5"):
+        check_real("x", 1.5, above=0.0, maximum=1.0)
     for bad in (math.nan, math.inf, -math.inf):
         with pytest.raises(ValueError, match="finite"):
             check_real("x", bad)
-    for value in (True, "1", None, 1j, torch.tensor(1.0)):
+    for value in (True, "1", None, 1j, torch.tensor([1.0]), torch.tensor(True), torch.tensor(1.0, device="meta")):
         with pytest.raises(TypeError, match="x must be a real number"):
             check_real("x", value)
+    # numbers in every ordinary type: Python, NumPy scalar, 0-d tensor
+    for value in (0.5, np.float32(0.5), np.float64(0.5), torch.tensor(0.5), torch.tensor(0.5, dtype=torch.float64)):
+        assert check_real("x", value) == 0.5 and type(check_real("x", value)) is float
+    for value in (6, np.int64(6), np.uint8(6), torch.tensor(6), torch.tensor(6, dtype=torch.int32)):
+        assert check_int("x", value) == 6 and type(check_int("x", value)) is int
+    for value in (torch.tensor(6.0), np.float64(6.0), 6.0):
+        with pytest.raises(TypeError, match="x must be an integer"):
+            check_int("x", value)
     with pytest.raises(ValueError, match=r"p must be a probability in \[0, 1\) \(dropout\), got 1\.5"):
         check_real("p", 1.5, minimum=0.0, below=1.0, hint="dropout", what="a probability in [0, 1)")
     with pytest.raises(ValueError, match=r"the paper uses 10000"):
@@ -77,6 +89,13 @@ def test_check_reals_checks_the_length_and_every_item():
         check_reals("f", ["1"], length=1)
     with pytest.raises(TypeError, match="f must be a list"):
         check_reals("f", "12", length=2)
+
+
+def test_check_optional_lets_none_through_and_checks_the_rest():
+    assert check_optional(check_positive_int, "limit", None) is None
+    assert check_optional(check_positive_int, "limit", 3) == 3
+    with pytest.raises(ValueError, match="limit must be an integer >= 1"):
+        check_optional(check_positive_int, "limit", 0)
 
 
 def test_check_choice():

@@ -573,3 +573,25 @@ def test_gemma4_defaults_to_proportional_global_layers():
 def test_bad_configs_get_clear_errors(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
         call()
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2), (torch.float16, 2e-3)])
+def test_every_rotation_keeps_the_dtype_and_rounds_once(dtype, tol):
+    """Low-precision inputs: same dtype out, within a few units in the last place of the float64 result."""
+    qwen = {"head_dim": 16, "rope_parameters": {"rope_theta": 1e4, "mrope_section": [2, 3, 3]}}
+    pix = {"head_dim": 16, "rope_parameters": {"rope_type": "axial", "rope_theta": 1e4}}
+    prope = {"num_hidden_layers": 1, "head_dim": 16,
+             "rope_parameters": {"rope_type": "proportional", "rope_theta": 1e4, "partial_rotary_factor": 0.5}}  # fmt: skip
+    ids = models.mrope_position_ids([3, (1, 4, 4), 2], spatial_merge_size=2)
+    grid = models.axial_position_ids(3, 3)
+    x = torch.randn(2, 9, 16, dtype=torch.float64)
+    cases = [
+        (lambda t: models.mrope_rotate(t, ids, qwen)),
+        (lambda t: models.axial_rotate(t, grid, pix)),
+        (lambda t: models.layer_rope(prope, 0).rotate(t, torch.arange(9) * 300)),
+    ]
+    for rotate in cases:
+        exact = rotate(x)
+        low = rotate(x.to(dtype))
+        assert low.dtype == dtype
+        torch.testing.assert_close(low.double(), exact, rtol=tol, atol=tol)

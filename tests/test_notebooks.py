@@ -24,8 +24,9 @@ def code_cells(path):
     return [c for c in nb["cells"] if c["cell_type"] == "code" and "".join(c["source"]).strip()]
 
 
-def test_there_are_notebooks():
-    assert len(COURSE) >= 2
+def test_notebooks_are_numbered_in_order_without_gaps():
+    numbers = [int(path.name[:2]) for path in COURSE]
+    assert numbers == list(range(1, len(COURSE) + 1)), f"course notebooks must be numbered 01, 02, …: {numbers}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
@@ -56,8 +57,8 @@ def test_charts_are_stored_by_the_course_renderer(path):
         for out in cell.get("outputs", []):
             html = "".join(out.get("data", {}).get("text/html", ""))
             assert "altair-viz-" not in html, (
-                f"{path.name} cell {index} stores a chart as HTML with a random id: import pe_lessons.plots "
-                "(or call pe_lessons.rendering.enable_renderer()) before drawing it"
+                f"{path.name} cell {index} stores a chart as HTML with a random id: call "
+                "pe_lessons.plots.enable_renderer() before drawing it"
             )
 
 

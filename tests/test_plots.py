@@ -1,17 +1,13 @@
 """pe_lessons.plots: frames, honest reduction of large tables, chart specs, and bad input."""
 
-import base64
 import math
 
-import altair as alt
 import pandas as pd
 import pytest
 import torch
-from hypothesis import given
-from hypothesis import strategies as st
 
-from pe_lessons import plots, sinusoidal_table, wavelengths
-from pe_lessons.plots import MAX_ROWS, apparent_period, reduce_table
+from pe_lessons import plots, sinusoidal_table
+from pe_lessons.plots import MAX_ROWS
 
 
 def spec(chart):
@@ -25,18 +21,6 @@ def encodings(d):
     if "layer" in d:
         return [layer.get("encoding", {}) for layer in d["layer"]]
     return [d["encoding"]]
-
-
-def test_table_frame_shape_columns_rounding():
-    table = torch.rand(7, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    frame = plots.table_frame(table)
-    assert list(frame.columns) == ["pos", "dimension", "value"] and frame.shape == (42, 3)
-    assert frame.iloc[8].tolist() == [1, 2, round(table[1, 2].item(), 4)]
-    assert (frame["value"] == frame["value"].round(plots.DECIMALS)).all()
-    frame = plots.table_frame(table, positions=torch.arange(100, 107))
-    assert frame["pos"].min() == 100 and frame["pos"].max() == 106
-    with pytest.raises(ValueError, match="positions"):
-        plots.table_frame(table, positions=torch.arange(3))
 
 
 def test_small_heatmap_draws_every_cell_with_names_and_tooltips():
@@ -81,86 +65,6 @@ def test_large_heatmap_is_reduced_below_max_rows(how):
 def test_heatmap_rejects_limits_that_exceed_max_rows():
     with pytest.raises(ValueError, match="max_rows"):
         plots.heatmap(sinusoidal_table(10000, 64), max_rows=1000, max_cols=64)
-
-
-def test_reduce_table_keeps_exact_band_min_max_and_means():
-    gen = torch.Generator().manual_seed(1)
-    table = torch.randn(1003, 37, dtype=torch.float64, generator=gen)
-    frame = reduce_table(table, max_rows=10, max_cols=5, how="minmax", decimals=None)
-    assert len(frame) == 10 * 5
-    sizes = (frame.pos_end - frame.pos).unique()
-    assert set(sizes) == {100, 101}  # balanced bands: no tiny last band standing for one position
-    assert list(frame.columns) == ["pos", "pos_end", "dimension", "dimension_end", "min", "max"]
-    for row in frame.itertuples():
-        block = table[row.pos : row.pos_end, row.dimension : row.dimension_end]
-        assert row.min == block.min().item() and row.max == block.max().item()  # exact, not approximate
-    # bands tile the table: every position and every column in exactly one band
-    assert sorted(set(zip(frame.pos, frame.pos_end)))[-1][1] == 1003
-    mean = reduce_table(table, max_rows=10, max_cols=5, how="mean", decimals=None)
-    for row in mean.itertuples():
-        block = table[row.pos : row.pos_end, row.dimension : row.dimension_end]
-        assert math.isclose(row.value, block.mean().item(), rel_tol=1e-12, abs_tol=1e-12)
-    stride = reduce_table(table, max_rows=10, max_cols=5, how="stride", decimals=None)
-    for row in stride.itertuples():
-        assert row.value == table[row.pos, row.dimension].item()
-
-
-@given(n=st.integers(1, 300), d=st.integers(1, 40), r=st.integers(1, 50), c=st.integers(1, 50))
-def test_reduce_table_bands_partition_any_shape(n, d, r, c):
-    table = torch.arange(n * d, dtype=torch.float64).reshape(n, d)
-    frame = reduce_table(table, max_rows=r, max_cols=c, how="minmax", decimals=None)
-    assert frame["pos"].nunique() <= r and frame["dimension"].nunique() <= c
-    covered = ((frame.pos_end - frame.pos) * (frame.dimension_end - frame.dimension)).sum()
-    assert covered == n * d
-    # for this increasing table the block min is its top-left entry and the max its bottom-right one
-    assert (frame["min"] == frame.pos * d + frame.dimension).all()
-    assert (frame["max"] == (frame.pos_end - 1) * d + frame.dimension_end - 1).all()
-
-
-def test_reduce_table_without_limits_is_the_table_and_rounds():
-    table = torch.tensor([[0.123456, -0.5], [1.0, 0.987654]], dtype=torch.float64)
-    frame = reduce_table(table, how="mean")
-    assert frame["value"].tolist() == [0.1235, -0.5, 1.0, 0.9877]
-    assert (frame["pos_end"] == frame["pos"] + 1).all()
-    empty = reduce_table(torch.empty(0, 4), max_rows=3)
-    assert len(empty) == 0 and "min" in empty
-
-
-def test_naive_subsampling_aliases_and_minmax_does_not():
-    """Column 0 (period 2π) sampled every 150 positions looks like a slow wave of period ≈ 1180."""
-    n, bands = 45000, 300
-    table = sinusoidal_table(n, 16)
-    stride = reduce_table(table[:, :1], max_rows=bands, how="stride")
-    k = n // bands
-    assert k == 150
-    seen = apparent_period(torch.tensor(stride["value"].to_numpy()), spacing=k)
-    # theory: 150 rad per sample ≡ 150 - 24·2π rad, a period of 2π / |150 - 48π| samples
-    alias = 2 * math.pi / abs(k - 48 * math.pi) * k
-    assert abs(seen - alias) / alias < 0.01 and seen > 100 * 2 * math.pi
-    honest = reduce_table(table[:, :1], max_rows=bands, how="minmax")
-    assert (honest["min"] < -0.99).all() and (honest["max"] > 0.99).all()  # every band spans the full range
-    # a slow column (period > 2 bands) keeps its true period under the band mean
-    col = 10  # pair 5 at d_model = 16: period 2π·10000^(10/16) ≈ 1987 positions
-    mean = reduce_table(table[:, col : col + 1], max_rows=bands, how="mean")
-    true = wavelengths(16)[5].item()
-    assert abs(apparent_period(torch.tensor(mean["value"].to_numpy()), spacing=k) - true) / true < 0.02
-
-
-def test_apparent_period_reads_a_clean_sinusoid_and_refuses_flat_data():
-    x = torch.arange(5000, dtype=torch.float64)
-    assert abs(apparent_period(torch.sin(0.05 * x)) - 2 * math.pi / 0.05) < 0.05
-    assert apparent_period([1.0, 2.0, 3.0]) == math.inf
-    # touching the mean is not crossing it: one sign change here (between samples 3 and 4), not two
-    assert apparent_period([-1.0, 0.0, -1.0, 0.0, 2.0, 0.0]) == math.inf
-    # a sign change across a run of exact zeros counts once, at the run's middle
-    assert apparent_period([1.0, 0.0, 0.0, -1.0, 0.0, 0.0, 1.0, 0.0, 0.0, -1.0]) == 6.0
-    assert apparent_period([1.0, -1.0, 1.0, -1.0], spacing=3) == 6.0
-    with pytest.raises(ValueError):
-        apparent_period(torch.zeros(3, 3))
-    with pytest.raises(TypeError):
-        apparent_period("sin")
-    with pytest.raises(ValueError, match="spacing"):
-        apparent_period([0.0, 1.0], spacing=0)
 
 
 def test_dimension_lines_small_and_reduced():
@@ -245,8 +149,6 @@ def test_similarity_heatmap_small_and_large():
         (lambda: plots.dimension_lines(torch.zeros(5, 4), [1.0]), TypeError),
         (lambda: plots.dimension_lines("table", [0]), TypeError),
         (lambda: plots.similarity_heatmap(torch.zeros(4)), ValueError),
-        (lambda: reduce_table(torch.zeros(4, 4), how="naive"), ValueError),
-        (lambda: reduce_table(torch.zeros(4, 4, dtype=torch.complex64)), TypeError),
     ],
 )
 def test_bad_input_is_named(call, error):
@@ -258,16 +160,6 @@ def test_low_precision_and_integer_tables_are_accepted():
     for dtype in (torch.float16, torch.bfloat16, torch.int64):
         frame = plots.heatmap(torch.ones(3, 2, dtype=dtype)).data
         assert isinstance(frame, pd.DataFrame) and (frame["value"] == 1.0).all()
-
-
-def test_renderer_bundle_has_spec_text_and_a_small_png():
-    plots.enable_renderer()
-    assert alt.renderers.active == "pe_lessons"
-    bundle = alt.renderers.get()(plots.heatmap(sinusoidal_table(4, 4), title="tiny").to_dict())
-    assert bundle["text/plain"] == "<chart: tiny>" and "image/jpeg" not in bundle
-    png = base64.b64decode(bundle["image/png"])  # JupyterLab adds a PNG only to outputs that have none
-    assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[25] == 3  # colour type 3: a palette image
-    assert alt.vegalite.v5.display.VEGALITE_MIME_TYPE in bundle
 
 
 def test_line_charts_of_named_curves():
@@ -338,3 +230,20 @@ def test_heatmap_refuses_non_finite_values_and_names_one(bad):
         plots.heatmap(big)
     with pytest.raises(ValueError, match="meta"):
         plots.heatmap(torch.zeros(4, 4, device="meta"))
+
+
+def test_heatmap_defaults_to_min_max_bands_because_band_means_leak():
+    from pe_lessons.sampling import apparent_period, reduce_table
+
+    table = sinusoidal_table(10000, 16, dtype=torch.float64)
+    chart = plots.heatmap(table)
+    assert "min | max" in chart.to_dict()["title"]["subtitle"] and {"min", "max"} <= set(chart.data.columns)
+    means = reduce_table(table, max_rows=312, how="mean")
+    k = 10000 / 312  # about 32 positions per band
+    col = {j: torch.tensor(means.loc[means.dimension == j, "value"].to_numpy()) for j in (2, 4)}
+    # period 62.8 (under two bands): its band means keep 0.6 of its amplitude, flickering from band to band
+    assert col[4].abs().max() > 0.6
+    # period 19.9 (under one band): not averaged away but aliased, a false wave of period ~83
+    assert 0.15 < col[2].abs().max() < 0.25 and abs(apparent_period(col[2], spacing=k) - 83) < 2
+    spans = reduce_table(table, max_rows=312, how="minmax").eval("span = max - min")
+    assert (spans[spans.dimension < 4].span > 1.9).all()  # min/max: a column faster than a band fills it

@@ -216,25 +216,18 @@ def test_bad_scaling_names_the_key():
             "'factor'",
         ),
     ]
-    for scaling, match in cases:
-        for call in (
-            lambda s=scaling: scaled_frequencies(8, s),
-            lambda s=scaling: apply_rope(torch.randn(3, 8), scaling=s),
-        ):
-            with pytest.raises(ValueError, match=match):
-                call()
     wrong_kinds = [  # a value of the wrong kind is a TypeError, still naming the key
         ({"rope_type": "linear", "factor": "2"}, "'factor'"),
         ({"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 64, "truncate": 1}, "'truncate'"),
         ({"rope_type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 64.0}, "'original_max"),
         ({"rope_type": 3}, "rope_type"),
     ]
-    for scaling, match in wrong_kinds:
+    for error, scaling, match in [(ValueError, *case) for case in cases] + [(TypeError, *case) for case in wrong_kinds]:
         for call in (
             lambda s=scaling: scaled_frequencies(8, s),
             lambda s=scaling: apply_rope(torch.randn(3, 8), scaling=s),
         ):
-            with pytest.raises(TypeError, match=match):
+            with pytest.raises(error, match=match):
                 call()
     with pytest.raises(TypeError, match="scaling"):
         scaled_frequencies(8, [("rope_type", "linear")])

@@ -612,7 +612,7 @@ def test_shared_cache_is_bounded_by_bytes_and_can_be_cleared(monkeypatch):
 
     clear_rope_cache()
     assert rope_cache_bytes() == 0
-    # the case that used to keep 224 MiB: many bases, both layouts, one input whose positions fill large tables
+    # many bases, both layouts, one input whose positions fill large tables: unbounded, this would keep 224 MiB
     x = torch.randn(1, 1, 2048, 64)  # 0.5 MiB
     pos = torch.arange(60000, 62048)
     for base in (1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6, 2e6, 5e6):

@@ -449,23 +449,6 @@ def test_train_seeds_gives_each_seed_what_train_gives_it():
         train_seeds(task, "none", [1], seq_len=12, steps=1, lr=2)
 
 
-def test_rope_base_sets_the_rotary_frequencies():
-    tokens = torch.randint(0, 8, (2, 20), generator=torch.Generator().manual_seed(0))
-    outs = {}
-    for base in (1e4, 1e6):
-        model = ToyTransformer(8, 8, scheme="rotary", causal=True, rope_base=base)
-        assert model.rope_base == base and f"rope_base={base:g}" in repr(model)
-        torch.manual_seed(0)
-        model = ToyTransformer(8, 8, scheme="rotary", causal=True, rope_base=base)
-        with torch.no_grad():
-            outs[base] = model(tokens)
-    assert (outs[1e4] - outs[1e6]).abs().max() > 1e-4  # same weights, other angles
-    with pytest.raises(ValueError, match="rope_base"):
-        ToyTransformer(8, 8, scheme="rotary", rope_base=1.0)
-    buf = io.BytesIO()
-    torch.save(ToyTransformer(8, 8, scheme="rotary", rope_base=1e5), buf)  # still picklable
-
-
 def test_hidden_states_and_without_heads():
     model = ToyTransformer(8, 8, scheme="alibi", d_model=16, n_heads=2, n_layers=2, causal=True)
     tokens = torch.randint(0, 8, (3, 9), generator=torch.Generator().manual_seed(0))
@@ -494,6 +477,74 @@ def test_attention_scale():
     for bad in (0, -1.0, float("inf"), True, "1"):
         with pytest.raises((TypeError, ValueError), match="scale"):
             attention(q, k, v, scale=bad)
+
+
+# --------------------------------------------------------------------------- RoPE options (notebook 10)
+
+
+def test_rotary_model_takes_a_base_and_a_context_extension_rule():
+    from pe_lessons.rotary import apply_rope
+
+    task = make_task("order")
+    rule = {"rope_type": "linear", "factor": 4.0}
+    model = make_model(task, "rotary", seed=3, rope_base=500.0, rope_scaling=rule)
+    assert (model.rope.base, model.rope.scaling) == (500.0, rule)
+    assert "rope_base=500" in repr(model)
+    g = torch.Generator().manual_seed(1)
+    q, k = torch.randn(2, 2, 2, 7, 16, generator=g).unbind(0)
+    pos = torch.arange(7)
+    rq, rk = model.blocks[1].attn.rotate(q, k, pos)
+    torch.testing.assert_close(rq, apply_rope(q, pos, base=500.0, scaling=rule), rtol=0, atol=0)
+    torch.testing.assert_close(rk, apply_rope(k, pos, base=500.0, scaling=rule), rtol=0, atol=0)
+    # PI with factor 4 at base 500 is plain RoPE at base 500 on positions / 4
+    torch.testing.assert_close(rq, apply_rope(q, pos / 4, base=500.0), rtol=1e-6, atol=1e-6)
+    # the default model is plain RoPE, base 10 000
+    plain = make_model(task, "rotary", seed=3)
+    assert (plain.rope.base, plain.rope.scaling) == (10000.0, None) and "rope_base" not in repr(plain)
+    assert make_model(task, "none").rope is None
+
+
+def test_with_rope_reads_the_same_weights_with_another_rule():
+    task = make_task("order")
+    model = make_model(task, "rotary", seed=0)
+    tokens, _ = task.sample(4, 12, torch.Generator().manual_seed(0))
+    same = model.with_rope()
+    with torch.no_grad():
+        torch.testing.assert_close(same(tokens), model(tokens), rtol=0, atol=0)
+    pi = model.with_rope(scaling={"rope_type": "linear", "factor": 2.0})
+    assert pi is not model and pi.rope.scaling["factor"] == 2.0 and model.rope.scaling is None
+    assert all(torch.equal(a, b) for a, b in zip(pi.state_dict().values(), model.state_dict().values()))
+    with torch.no_grad():
+        assert (pi(tokens) - model(tokens)).abs().max() > 1e-4
+    ntk = model.with_rope(base=40000.0)
+    assert ntk.rope.base == 40000.0 and all(b.attn.rotate is ntk.rope for b in ntk.blocks)
+    assert pickle.loads(pickle.dumps(pi)).rope == pi.rope  # a hook object, not a closure: the model pickles
+    train(pi, task, seq_len=8, steps=2, batch_size=8)  # and trains with its rule
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"rope_base": 1.0}, ValueError, "rope_base"),
+        ({"rope_base": "big"}, TypeError, "rope_base"),
+        ({"rope_scaling": 3}, TypeError, "rope_scaling"),
+        ({"rope_scaling": {"rope_type": "linear"}}, ValueError, "rope_scaling.*'factor'"),
+        ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, ValueError, "original_max_position_embeddings"),
+    ],
+)
+def test_rope_options_are_checked(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        make_model(make_task("order"), "rotary", **kwargs)
+
+
+def test_rope_options_need_the_rotary_scheme():
+    task = make_task("order")
+    with pytest.raises(ValueError, match="rope_base and rope_scaling need scheme='rotary'"):
+        make_model(task, "alibi", rope_scaling={"rope_type": "linear", "factor": 2.0})
+    with pytest.raises(ValueError, match="with_rope needs scheme='rotary'"):
+        make_model(task, "learned").with_rope(base=100.0)
+    with pytest.raises(ValueError, match="rope_base"):
+        make_model(task, "rotary").with_rope(base=0.5)
 
 
 def test_with_nope_layers_removes_rope_from_chosen_layers_only():

@@ -30,7 +30,7 @@ def test_explorer_chart_window_matches_the_table():
 
 def test_explorer_chart_large_window_is_reduced():
     chart = explorer_chart(512, 10000.0, (0, 10000))
-    assert len(chart.data) <= MAX_ROWS and "mean" in chart.to_dict()["title"]["subtitle"]
+    assert len(chart.data) <= MAX_ROWS and "min | max" in chart.to_dict()["title"]["subtitle"]
 
 
 def test_function_returns_a_widget_with_sliders_and_output():
@@ -91,7 +91,7 @@ def test_window_lengths_are_exact_choices_and_the_full_range_is_one_of_them():
     ex = pe_explorer(d_model=16, positions=(0, 32))
     assert {2, 32, 1024, 10000} <= set(ex.length.options) and max(ex.length.options) == 10000
     ex.length.value = 10000  # "widen the positions to 0–10000"
-    assert ex.window[0] == (0, 10000) and "mean" in ex.chart.to_dict()["title"]["subtitle"]
+    assert ex.window[0] == (0, 10000) and "min | max" in ex.chart.to_dict()["title"]["subtitle"]
     with pytest.raises(ValueError, match="positions"):
         ex.positions = (10000, 10001)
     with pytest.raises(TypeError, match="positions"):

@@ -87,8 +87,10 @@ def colab_ref() -> str:
 
 
 def version() -> str:
-    text = (ROOT / "pe_lessons" / "__init__.py").read_text(encoding="utf-8")
-    return re.search(r'^__version__\s*=\s*"([^"]+)"', text, flags=re.M).group(1)
+    """The package's version (written once, in pyproject.toml), from the installed metadata."""
+    from importlib import metadata
+
+    return metadata.version("pe-lessons")
 
 
 def github_path() -> str:
@@ -456,8 +458,9 @@ def _copy_mathjax(target: Path) -> None:
 
 def decode_png(b64: str):
     """Width and height of a base64 PNG (for tests and checks)."""
-    raw = base64.b64decode(b64)
-    if raw[:8] != b"\x89PNG\r\n\x1a\n":
-        raise ValueError("not a PNG")
-    stream = io.BytesIO(raw[16:24])
-    return int.from_bytes(stream.read(4), "big"), int.from_bytes(stream.read(4), "big")
+    from PIL import Image
+
+    with Image.open(io.BytesIO(base64.b64decode(b64))) as image:
+        if image.format != "PNG":
+            raise ValueError(f"not a PNG: {image.format}")
+        return image.size

@@ -19,7 +19,7 @@ from ._feedback import (
     passed,
 )
 
-__all__ = ["check_wavelength", "check_first_slow_column", "check_offset_dot"]
+__all__ = ["check_wavelength", "check_first_slow_column", "check_offset_dot", "check_sin_only_norm"]
 
 
 @checker
@@ -32,7 +32,7 @@ def check_wavelength(answer: float | None, column: int, d_model: int, base: floa
         return problem
     i = column // 2
     want = 2 * math.pi * base ** (2 * i / d_model)
-    if close(answer, want, 1e-3):
+    if abs(answer - want) <= 0.05 or close(answer, want, 1e-3):  # one decimal, or 3 significant digits
         return passed(f"Column {column} (pair i = {i}) repeats every {want:.2f} positions.")
     if close(answer, want / (2 * math.pi), 1e-3):
         return failed("That is 1/ω, missing a factor 2π: one period of sin(pos·ω) is 2π/ω positions.")
@@ -40,6 +40,11 @@ def check_wavelength(answer: float | None, column: int, d_model: int, base: floa
         return failed(f"You used the column index {column} in the exponent; the pair index is i = {column} // 2 = {i}.")
     if close(answer, 1 / want, 1e-3) or close(answer, 2 * math.pi / base ** (2 * i / d_model), 1e-3):
         return failed("That looks like a frequency, not a wavelength: wavelength = 2π / ω_i = 2π · base^(2i/d_model).")
+    if abs(answer - want) < 1:
+        return failed(
+            f"{answer:.4g} is close, but give the wavelength to one decimal: a period need not be a whole "
+            "number of positions."
+        )
     return failed(f"{answer:.4g} is off; wavelength = 2π · base^(2i/d_model) with i = column // 2.")
 
 
@@ -70,7 +75,7 @@ def check_first_slow_column(answer: int | None, length: float, d_model: int, bas
     return failed(f"Answer with a column index between 0 and {d_model - 1}.")
 
 
-# --------------------------------------------------------------------------- new exercise: derive a dot product
+# --------------------------------------------------------------------------- exercise: derive a dot product
 def _real(value: object) -> float | None:
     """``value`` as a finite float (Python, numpy or one-element torch number), else None."""
     number, problem = as_number(value)
@@ -148,4 +153,65 @@ def check_offset_dot(offset_dot: Callable[[int, int], float] | None) -> Feedback
     return failed(
         f"offset_dot({k}, {d}) = {got[first]:.6g} is off. Write PE(p)·PE(p+k) pair by pair and use "
         "sin(a)sin(b) + cos(a)cos(b) = cos(a − b)."
+    )
+
+
+# --------------------------------------------------------------------------- exercise: predict the sin-only row norms
+#: (pos, d_model) pairs an answer to :func:`check_sin_only_norm` is tried on.
+NORM_CASES = [(0, 8), (1, 8), (3, 8), (40, 8), (7, 50), (1000, 50), (5, 2), (123, 512)]
+
+
+def _sin_only_norm(pos: float, d_model: int, factor: float = 2.0, fn: Callable[[float], float] = math.sin) -> float:
+    return math.sqrt(factor * sum(fn(pos / 10000 ** (2 * i / d_model)) ** 2 for i in range(d_model // 2)))
+
+
+@checker
+def check_sin_only_norm(sin_only_norm: Callable[[int, int], float] | None) -> Feedback:
+    """Check ``sin_only_norm(pos, d_model)``: the norm of row ``pos`` of the table with ``sin`` in both columns
+    of every pair, ``sqrt(2·Σ_i sin²(pos·ω_i))``.
+
+    The answer is tried on :data:`NORM_CASES` (to 1e-6, relative); the feedback names the usual slips: the
+    correct table's norm, a squared norm, each pair counted once, cos instead of sin.
+    """
+    if is_placeholder(sin_only_norm):
+        return not_done()
+    if not callable(sin_only_norm):
+        return failed(f"Answer with a function sin_only_norm(pos, d_model), got {_short(sin_only_norm)}.")
+    got = []
+    for pos, d in NORM_CASES:
+        value, problem = attempt(f"sin_only_norm({pos}, {d})", sin_only_norm, pos, d)
+        if problem is not None:
+            return problem
+        number = _real(value)
+        if number is None:
+            return failed(f"sin_only_norm({pos}, {d}) returned {_short(value)}; return one finite number (a norm).")
+        got.append(number)
+
+    def same(want: Callable[[float, int], float]) -> bool:
+        return all(close(g, want(p, d), 1e-6) for g, (p, d) in zip(got, NORM_CASES, strict=True))
+
+    if same(_sin_only_norm):
+        return passed(
+            "‖row(pos)‖ = sqrt(2·Σ_i sin²(pos·ω_i)): 0 at pos = 0, and anywhere between 0 and sqrt(d_model) as pos "
+            "moves, instead of the constant sqrt(d_model/2): no sin² is paired with its cos² any more, so some "
+            "positions add much more to the token embedding than others."
+        )
+    if same(lambda p, d: math.sqrt(d / 2)):
+        return failed(
+            "sqrt(d_model/2) is the norm of the correct table, where sin² + cos² = 1 in each pair. Here both "
+            "columns of a pair hold the same sin: what is each pair's contribution to the squared norm?"
+        )
+    if same(lambda p, d: _sin_only_norm(p, d) ** 2):
+        return failed("That is the squared norm, ‖row‖²; the exercise asks for the norm ‖row‖.")
+    if same(lambda p, d: _sin_only_norm(p, d, factor=1.0)):
+        return failed("Each pair holds its sin twice (columns 2i and 2i+1): count both columns.")
+    if same(lambda p, d: _sin_only_norm(p, d, fn=math.cos)):
+        return failed("Check which function fills the columns: the buggy table has sin in both, not cos.")
+    if not close(got[0], 0.0, 1e-6):
+        return failed(f"sin_only_norm(0, 8) = {got[0]:.4g}; at pos = 0 every angle is 0. What is sin(0)?")
+    first = next(j for j, (p, d) in enumerate(NORM_CASES) if not close(got[j], _sin_only_norm(p, d), 1e-6))
+    p, d = NORM_CASES[first]
+    return failed(
+        f"sin_only_norm({p}, {d}) = {got[first]:.6g} is off. Write the squared norm column by column: "
+        "columns 2i and 2i+1 both hold sin(pos·ω_i), with ω_i = base^(-2i/d_model)."
     )

@@ -3,23 +3,135 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from ..sinusoidal import inverse_frequencies, sinusoidal_table
-from ._feedback import Feedback, attempt, checker, failed, is_placeholder, not_done, passed
+from ._feedback import Feedback, _short, attempt, checker, failed, is_placeholder, not_done, passed
 
-__all__ = ["check_table_function", "check_precision_fix"]
+__all__ = ["check_table_function", "check_window_table", "check_precision_fix"]
+
+
+# --------------------------------------------------------------------------- what a checker can enforce
+def _library_roots() -> tuple[str, ...]:
+    """Folders whose code is not the student's: the Python installation, site-packages, this package."""
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(torch.__file__).parent.parent)}
+    roots.add(str(Path(__file__).resolve().parent.parent))
+    return tuple(sorted(r for r in roots if r))
+
+
+def _traced(fn: Callable[..., object], *args: object) -> Callable[[], tuple[object, int]]:
+    """A call of ``fn(*args)`` that also counts the lines the student's own code runs (their loops repeat lines)."""
+    roots = _library_roots()
+
+    def run() -> tuple[object, int]:
+        count = 0
+        previous = sys.gettrace()  # e.g. the time limit's own tracer off the main thread: keep calling it
+
+        def local(frame, event, arg):  # noqa: ANN001, ANN202
+            nonlocal count
+            if event == "line":
+                count += 1
+            if previous is not None:
+                previous(frame, event, arg)
+            return local
+
+        def watch(frame, event, arg):  # noqa: ANN001, ANN202
+            if previous is not None:
+                previous(frame, event, arg)
+            name = frame.f_code.co_filename
+            if name.startswith(roots) or name.startswith("<frozen"):
+                return None
+            return local
+
+        sys.settrace(watch)
+        try:
+            result = fn(*args)
+        finally:
+            sys.settrace(previous)
+        return result, count
+
+    return run
+
+
+class _LargestTensor(TorchFunctionMode):
+    """Records the largest number of elements of any tensor a torch function returns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.largest = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        out = func(*args, **(kwargs or {}))
+        for value in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(value, torch.Tensor):
+                self.largest = max(self.largest, value.numel())
+        return out
+
+
+def _measured(fn: Callable[..., object], *args: object) -> Callable[[], tuple[object, int]]:
+    """A call of ``fn(*args)`` that also returns the largest tensor (in elements) it made."""
+
+    def run() -> tuple[object, int]:
+        with _LargestTensor() as mode:
+            result = fn(*args)
+        return result, mode.largest
+
+    return run
+
+
+def _loops_over_positions(label: str, fn: Callable[..., object], small: tuple, large: tuple) -> Feedback | None:
+    """Feedback when ``fn`` runs more lines of the student's code for ``large`` than for ``small`` (a loop)."""
+    counts = []
+    for args in (small, large):
+        out, problem = attempt(f"{label}{args}", _traced(fn, *args))
+        if problem is not None:  # errors are reported by the main calls, with the exercise's own sizes
+            return None if " raised " in problem.message else problem  # a stub or a loop that never ends: now
+        counts.append(out[1])
+    if counts[1] > counts[0] + 50:
+        return failed(
+            f"{label} runs {counts[0]:,} lines of your code for {small} but {counts[1]:,} for {large}: a Python "
+            "loop over positions. Vectorize it: one tensor of positions, one of frequencies, broadcasting."
+        )
+    return None
+
+
+def _table_problem(label: str, table: object, shape: tuple[int, int]) -> Feedback | None:
+    """Feedback when ``table`` is not a finite float32 tensor of ``shape`` with values."""
+    if not isinstance(table, torch.Tensor):
+        return failed(f"{label} must return a torch.Tensor, got {_short(table)}.")
+    if tuple(table.shape) != shape:
+        return failed(
+            f"{label} returned shape {tuple(table.shape)}; expected {shape}. Did the sin/cos interleaving keep "
+            "both halves?"
+        )
+    if table.device.type == "meta":
+        return failed(f"{label} returned a tensor on the meta device: it has a shape but no values.")
+    if table.dtype != torch.float32:
+        return failed(
+            f"{label} returned dtype {table.dtype}; the exercise asks for a float32 table (what a model adds to "
+            "its float32 embeddings)."
+        )
+    if not bool(torch.isfinite(table).all()):
+        return failed(f"{label} holds NaN or inf values: sin and cos are always finite.")
+    return None
 
 
 @checker
 def check_table_function(
     my_table: Callable[[int, int], torch.Tensor] | None, max_len: int = 70000, d_model: int = 16
 ) -> Feedback:
-    """Check ``my_table(max_len, d_model)``: shape, layout, and accuracy out to large positions."""
+    """Check ``my_table(max_len, d_model)``: vectorized (no Python loop over positions), float32, the
+    paper's layout, and within 5e-7 of the exact values out to large positions."""
     if is_placeholder(my_table):
         return not_done()
+    problem = _loops_over_positions("my_table", my_table, (200, d_model), (1600, d_model))
+    if problem is not None:
+        return problem
     table, problem = attempt(f"my_table({max_len}, {d_model})", my_table, max_len, d_model)
     if problem is not None:
         return problem
@@ -35,6 +147,10 @@ def check_table_function(
     if table.device.type == "meta":
         return failed(
             "my_table returned a tensor on the meta device: it has a shape but no values. Build it on the CPU."
+        )
+    if table.dtype != torch.float32:
+        return failed(
+            f"dtype {table.dtype}: the exercise asks for a float32 table (what a model adds to its embeddings)."
         )
     table = table.detach().cpu().double()
     finite = torch.isfinite(table)
@@ -64,26 +180,88 @@ def check_table_function(
     if far > 5e-7:
         worst = int((table - exact).abs().amax(dim=1).argmax())
         return failed(
-            f"Right near 0, but off by {far:.1g} at position {worst}: the angles pos·ω were rounded to float32. "
-            "Form them in float64 (then cast the table) and the error drops below 5e-7."
+            f"Right near 0, but off by {far:.1g} at position {worst}: some step rounds to float32 before sin and "
+            "cos. Which numbers in your code are large, and how far apart are neighbouring float32 values there?"
         )
     return passed(f"Correct: within 5e-7 of the exact values at every position up to {max_len - 1}.")
 
 
-# --------------------------------------------------------------------------- new exercise: debug a half-done fix
-def _omega32_tables(max_len: int, d_model: int) -> list[torch.Tensor]:
-    """Tables whose angles are exact products of float64 positions and float32-rounded ω (two ways of rounding)."""
-    i = torch.arange(0, d_model, 2, dtype=torch.float32)
-    rounded = [
-        torch.exp(i * (-math.log(10000.0) / d_model)),  # the textbook line, in float32
-        inverse_frequencies(d_model).float(),  # the exact ω, rounded once
-    ]
-    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
-    out = []
-    for omega in rounded:
-        angles = pos * omega.double()
-        out.append(torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1))
-    return out
+# --------------------------------------------------------------------------- exercise: a window of the table
+#: (start, n, d_model) windows an answer to :func:`check_window_table` is tried on, the last past 2^24.
+WINDOW_CASES = [(0, 100, 16), (65_000, 64, 16), (1_000_000, 32, 64), (10_000_000, 16, 8), (2**24 + 1, 8, 6)]
+
+
+def _exact_window(start: int, n: int, d_model: int) -> torch.Tensor:
+    pos = torch.arange(start, start + n, dtype=torch.float64)[:, None]
+    angles = pos * inverse_frequencies(d_model)[None, :]
+    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)
+
+
+@checker
+def check_window_table(window_table: Callable[[int, int, int], torch.Tensor] | None) -> Feedback:
+    """Check ``window_table(start, n, d_model)``: the rows ``start … start+n−1`` of the paper's table, float32,
+    vectorized, within 5e-7 of the exact values for ``start`` up to past 2^24, without building the rows before
+    ``start``.
+
+    Tried on :data:`WINDOW_CASES`; a Python loop over positions is detected by counting the lines of the
+    student's code run for two window sizes, a table of all rows ``0 … start`` by the largest tensor made.
+    """
+    if is_placeholder(window_table):
+        return not_done()
+    problem = _loops_over_positions("window_table", window_table, (5000, 100, 8), (5000, 800, 8))
+    if problem is not None:
+        return problem
+    probe = (200_000, 16, 8)
+    out, problem = attempt(f"window_table{probe}", _measured(window_table, *probe))
+    if problem is not None:
+        return problem
+    if out[1] > 64 * probe[1] * probe[2]:
+        return failed(
+            f"window_table{probe} made a tensor of {out[1]:,} values for a window of {probe[1] * probe[2]}: it "
+            "builds the rows before `start` too. At start = 10^7 that is gigabytes; compute the window's rows only."
+        )
+    worst = None
+    for start, n, d in WINDOW_CASES:
+        label = f"window_table({start}, {n}, {d})"
+        table, problem = attempt(label, window_table, start, n, d)
+        if problem is not None:
+            return problem
+        problem = _table_problem(label, table, (n, d))
+        if problem is not None:
+            return problem
+        exact = _exact_window(start, n, d)
+        err = (table.detach().cpu().double() - exact).abs()
+        if err.max().item() > 5e-7:
+            if start == 0 and err.max().item() > 1e-4:
+                if torch.allclose(table[:, 0::2].double(), table[:, 1::2].double()):
+                    return failed(f"{label}: the odd columns equal the even ones — sin where cos belongs?")
+                if torch.allclose(table[:, 0::2].double(), exact[:, 1::2], atol=1e-4):
+                    return failed(f"{label}: sin and cos are swapped — sin goes in column 2i, cos in 2i+1.")
+                return failed(
+                    f"{label} is off by {err.max().item():.2g} already: check the layout (sin at 2i, cos at 2i+1) "
+                    "and the frequencies base^(-2i/d_model)."
+                )
+            worst = worst or (label, err.max().item(), start + n - 1)
+    if worst is not None:
+        label, err, last = worst
+        spacing = 2.0 ** (math.floor(math.log2(max(last, 1))) - 23)  # float32 keeps 24 significant bits
+        return failed(
+            f"{label} is off by {err:.1g}. Near position {last:,} neighbouring float32 numbers are {spacing:g} apart: "
+            "find the step of your code where a large number is still float32."
+        )
+    return passed(
+        "Every window is within 5e-7 of the exact values, up to start = 2^24 + 1, where float32 can no longer "
+        "even hold every position: the positions and angles never exist in float32, only the finished rows."
+    )
+
+
+# --------------------------------------------------------------------------- exercise: debug a half-done fix
+def _angle_errors(table: torch.Tensor, max_len: int, d_model: int) -> torch.Tensor:
+    """``|angle read from each (sin, cos) pair − exact angle|`` wrapped to [0, π], per position and pair."""
+    pairs = table.double().view(max_len, d_model // 2, 2)
+    seen = torch.atan2(pairs[..., 0], pairs[..., 1])
+    exact = torch.arange(max_len, dtype=torch.float64)[:, None] * inverse_frequencies(d_model)[None, :]
+    return torch.remainder(seen - exact + math.pi, 2 * math.pi).sub(math.pi).abs()
 
 
 @checker
@@ -122,12 +300,17 @@ def check_precision_fix(
             f"Within {worst:.1g} of the exact values up to position {max_len - 1}: pos, ω and their product all "
             "stay in float64, and only the final table is rounded to float32."
         )
-    if any((t - ref).abs().max().item() <= 1e-6 for ref in _omega32_tables(max_len, d_model)):
+    angle_err = _angle_errors(t, max_len, d_model)  # [pos, pair], radians
+    last, tenth = angle_err[-1], angle_err[max_len // 10]
+    scaled = last[1:] * (max_len // 10) / (max_len - 1)  # what a linear growth predicts at pos max_len // 10
+    linear = bool(((tenth[1:] - scaled).abs() <= 0.05 * scaled + 2e-6).all())
+    if last[0] <= 1e-6 and last.max().item() > 1e-4 and linear:
+        rel = (last[1:] / ((max_len - 1) * inverse_frequencies(d_model)[1:])).max().item()
         return failed(
-            f"Off by {worst:.1g} at large positions, and the error grows with pos while pair 0 (ω = 1) stays exact: "
-            "ω itself is still rounded to float32 before the float64 product. A relative error of up to 6e-8 in ω, "
-            f"times pos up to {max_len - 1}, moves the angle by up to {6e-8 * max_len:.0e} rad. "
-            "Compute ω in float64 too."
+            f"Off by {worst:.1g} at large positions. The angle error grows in proportion to pos ("
+            f"{angle_err[max_len // 10].max().item():.1g} rad at pos {max_len // 10}, {last.max().item():.1g} rad at "
+            f"pos {max_len - 1}) and is zero in pair 0: every angle is pos times a number that is off by a "
+            f"relative {rel:.1g}. Which number is that, and in which dtype was it made?"
         )
     if err[:1000].max().item() > 1e-4:
         return failed(
@@ -136,6 +319,6 @@ def check_precision_fix(
         )
     pos = int(err.amax(dim=1).argmax())
     return failed(
-        f"Right near 0, but off by {worst:.1g} at position {pos}: some step still rounds to float32 before sin/cos "
-        "(the positions, ω, or the angles). Keep every step in float64 and cast the finished table."
+        f"Right near 0, but off by {worst:.1g} at position {pos}: some step still rounds to float32 before sin/cos. "
+        "List the numbers your code forms on the way to the angles, their sizes and their dtypes."
     )

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 import numbers
 
+from .._checks import check_base, check_d_model, check_int
 from ..sinusoidal import wavelengths
 from ._feedback import (
     Feedback,
-    _short,
+    SetupError,
     as_integer,
     as_number,
     checker,
@@ -25,11 +26,19 @@ __all__ = [
     "check_first_honest_column",
     "alias_period",
     "check_alias_period",
+    "context_base",
+    "check_context_base",
 ]
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(float(value))
+def _is_infinite(value: object) -> bool:
+    """Whether ``value`` is a real number equal to +inf (a huge integer is not)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    try:
+        return float(value) == math.inf
+    except OverflowError:
+        return False
 
 
 @checker
@@ -94,7 +103,7 @@ def check_first_honest_column(
     return failed(f"Column {answer} is drawn honestly (period {lam[answer]:,.0f}), but an earlier column already is.")
 
 
-# --------------------------------------------------------------------------- new exercise: predict the alias
+# --------------------------------------------------------------------------- exercise: predict the alias
 def alias_period(column: int, d_model: int, n_positions: int, rows: int, base: float = 10000.0) -> float:
     """The period (in positions) that naive subsampling — one position every ``k = n_positions // rows`` —
     shows for ``column``: ``k·2π / |k·ω − 2π·m|`` with ``m`` the nearest integer to ``k·ω/2π``.
@@ -102,6 +111,17 @@ def alias_period(column: int, d_model: int, n_positions: int, rows: int, base: f
     Equal to the true period ``2π/ω`` when the column is slow enough (``2π/ω > 2k``, Nyquist);
     ``inf`` when ``k·ω`` is a whole number of turns (the picture shows a constant).
     """
+    d_model = check_d_model(d_model)
+    column = check_int("column", column, minimum=0)
+    if column >= d_model:
+        raise ValueError(f"column must be a column index in 0 … d_model - 1 = {d_model - 1}, got {column}")
+    n_positions = check_int("n_positions", n_positions, minimum=1)
+    rows = check_int("rows", rows, minimum=1)
+    if rows > n_positions:
+        raise ValueError(
+            f"rows must be at most n_positions = {n_positions} (one position per row at least), got {rows}"
+        )
+    base = check_base(base)
     k = n_positions // rows
     omega = base ** (-2 * (column // 2) / d_model)
     if 2 * math.pi / omega > 2 * k:
@@ -118,13 +138,16 @@ def check_alias_period(
     """Check a predicted *apparent* period of ``column`` in a naive picture of ``n_positions`` in ``rows`` rows."""
     if answer is None or answer is Ellipsis:
         return not_done()
+    try:
+        want = alias_period(column, d_model, n_positions, rows, base)
+    except (TypeError, ValueError) as err:  # the exercise's settings, not the student's answer
+        raise SetupError(str(err)) from err
     k = n_positions // rows
-    want = alias_period(column, d_model, n_positions, rows, base)
-    if want == math.inf and isinstance(answer, numbers.Real) and float(answer) == math.inf:
+    if want == math.inf and _is_infinite(answer):
         return passed("k·ω is a whole number of turns: every sample lands on one phase, the column looks constant.")
-    if not _is_number(answer):
-        return failed(f"Answer with a number of positions, got {_short(answer)}.")
-    answer = float(answer)
+    answer, problem = as_number(answer, "a number of positions")
+    if problem is not None:
+        return problem
     i = column // 2
     true = 2 * math.pi * base ** (2 * i / d_model)
     step = k * base ** (-2 * i / d_model)
@@ -154,4 +177,45 @@ def check_alias_period(
     return failed(
         f"Not quite. The picture samples every k = {n_positions} // {rows} = {k} positions; each sample turns pair {i} "
         "by k·ω_i. Take that angle modulo 2π (nearest multiple) — the apparent period is k·2π / |k·ω_i − 2π·m|."
+    )
+
+
+# --------------------------------------------------------------------------- exercise: a base for a long context
+def context_base(context: float, d_model: int) -> float:
+    """The base at which the slowest pair (``i = d_model/2 − 1``) makes exactly one turn over ``context`` positions:
+    ``2π·base^((d_model−2)/d_model) = context``, so ``base = (context/2π)^(d_model/(d_model−2))``."""
+    return (context / (2 * math.pi)) ** (d_model / (d_model - 2))
+
+
+@checker
+def check_context_base(answer: float | None, context: float = 1_000_000, d_model: int = 128) -> Feedback:
+    """Check the base whose slowest pair has a wavelength of exactly ``context`` positions, to 3 significant digits."""
+    if is_placeholder(answer):
+        return not_done()
+    answer, problem = as_number(answer, "a base (a number)")
+    if problem is not None:
+        return problem
+    want = context_base(context, d_model)
+    if abs(answer - want) <= 5e-3 * want:
+        return passed(
+            f"base ≈ {want:,.0f}: the slowest pair then turns exactly once in {context:,.0f} positions, so its angle "
+            "alone tells every position of the context apart. This criterion is a floor, not a recipe: Llama 3 uses "
+            f"500,000 for 131,072 positions, where it gives only {context_base(131072, 128):,.0f}."
+        )
+    slips = {
+        context / (2 * math.pi): "That base makes pair i = d_model/2 turn once; the last pair is i = d_model/2 − 1.",
+        context ** (d_model / (d_model - 2)): "The wavelength is 2π/ω, not 1/ω: the factor 2π is missing.",
+        context: "With base = context the slowest pair's wavelength is 2π·base^((d_model−2)/d_model), not context.",
+        (context / (2 * math.pi)) ** ((d_model - 2) / d_model): "The exponent is upside down: solve "
+        "2π·base^((d_model−2)/d_model) = context for base.",
+    }
+    for value, message in slips.items():
+        if abs(answer - value) <= 5e-3 * abs(value):
+            return failed(message)
+    if answer <= 1:
+        return failed("A base must be above 1: the frequencies base^(-2i/d_model) then fall from 1 towards 1/base.")
+    lam = 2 * math.pi * answer ** ((d_model - 2) / d_model)
+    return failed(
+        f"With base {answer:,.6g} the slowest pair's wavelength is {lam:,.0f} positions, not {context:,.0f} "
+        "(to 3 significant digits). Write its wavelength as a function of the base and solve for it."
     )

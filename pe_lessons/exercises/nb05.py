@@ -9,11 +9,23 @@ from contextlib import contextmanager
 
 import torch
 
-from ..offsets import offset_blocks
+from ..offsets import offset_blocks, offset_matrix
 from ..sinusoidal import sinusoidal_table
-from ._feedback import Feedback, as_integer, checker, describe_error, failed, is_placeholder, not_done, passed
+from . import _feedback
+from ._feedback import (
+    Feedback,
+    as_integer,
+    attempt,
+    checker,
+    describe_error,
+    failed,
+    is_placeholder,
+    not_done,
+    passed,
+    time_limit,
+)
 
-__all__ = ["check_pair_block", "check_shift", "check_return_offset"]
+__all__ = ["check_pair_block", "check_concat_offset", "check_shift", "check_return_offset"]
 
 
 def _as_matrix(answer: object) -> torch.Tensor | None:
@@ -25,6 +37,8 @@ def _as_matrix(answer: object) -> torch.Tensor | None:
             if answer.is_complex() or answer.device.type == "meta":
                 return None
             answer = answer.detach().cpu()
+        if not isinstance(answer, torch.Tensor) and type(answer).__module__.split(".")[0] != "numpy":
+            answer = torch.as_tensor(answer, dtype=torch.float64)  # a Python list: keep its float64 values
         m = torch.as_tensor(answer)
         if m.is_complex() or m.dtype == torch.bool:
             return None
@@ -109,31 +123,76 @@ def check_pair_block(answer: object, k: int = 3, i: int = 1, d_model: int = 8, b
 
 
 class _TrigCalled(Exception):
-    pass
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+#: What ``my_shift`` may not call, by module: sin and cos, and every way back to the angle itself.
+_FORBIDDEN = {
+    "math": ("sin", "cos", "atan", "atan2", "asin", "acos", "exp"),
+    "cmath": ("sin", "cos", "exp", "phase", "polar", "rect", "atan", "asin", "acos", "log"),
+    "torch": (
+        "sin",
+        "cos",
+        "atan",
+        "atan2",
+        "arctan",
+        "arctan2",
+        "asin",
+        "acos",
+        "arcsin",
+        "arccos",
+        "angle",
+        "polar",
+        "exp",
+        "log",
+    ),
+    "torch.Tensor": (
+        "sin",
+        "cos",
+        "atan",
+        "atan2",
+        "arctan",
+        "arctan2",
+        "asin",
+        "acos",
+        "arcsin",
+        "arccos",
+        "angle",
+        "exp",
+        "log",
+    ),
+    "numpy": ("sin", "cos", "arctan", "arctan2", "arcsin", "arccos", "angle", "exp", "log"),
+}
 
 
 @contextmanager
 def _no_trig() -> Iterator[None]:
-    """Make sin/cos of math, torch (functions and Tensor methods) and numpy raise while a student function runs."""
+    """Make sin/cos — and atan2, angle, exp, polar … (ways to recover or reuse the angle) — of math, cmath,
+    torch (functions and Tensor methods) and numpy raise while a student function runs."""
+    import cmath
+
     import numpy as np
 
-    def forbidden(*args, **kwargs):
-        raise _TrigCalled
+    modules = {"math": math, "cmath": cmath, "torch": torch, "torch.Tensor": torch.Tensor, "numpy": np}
 
-    targets = [
-        (math, "sin"),
-        (math, "cos"),
-        (torch, "sin"),
-        (torch, "cos"),
-        (torch.Tensor, "sin"),
-        (torch.Tensor, "cos"),
-        (np, "sin"),
-        (np, "cos"),
+    def forbidden(label: str) -> Callable[..., object]:
+        def call(*args: object, **kwargs: object) -> object:
+            raise _TrigCalled(label)
+
+        return call
+
+    saved = [
+        (modules[mod], name, getattr(modules[mod], name))
+        for mod, names in _FORBIDDEN.items()
+        for name in names
+        if hasattr(modules[mod], name)
     ]
-    saved = [(obj, name, getattr(obj, name)) for obj, name in targets]
     try:
         for obj, name, _ in saved:
-            setattr(obj, name, forbidden)
+            label = f"{'x.' if obj is torch.Tensor else getattr(obj, '__name__', '') + '.'}{name}"
+            setattr(obj, name, forbidden(label))
         yield
     finally:
         for obj, name, original in saved:
@@ -141,27 +200,50 @@ def _no_trig() -> Iterator[None]:
 
 
 @checker
-def check_shift(my_shift: Callable[[torch.Tensor, torch.Tensor], object] | None, d_model: int = 8) -> Feedback:
-    """Check ``my_shift(pe_pos, pe_k) -> PE(pos + k)`` on several (pos, k), without sin or cos.
+def check_shift(
+    my_shift: Callable[[torch.Tensor, torch.Tensor], object] | None, d_models: tuple[int, ...] = (8, 2, 12, 6)
+) -> Feedback:
+    """Check ``my_shift(pe_pos, pe_k) -> PE(pos + k)`` on several (pos, k) and widths, without sin or cos.
 
-    ``pe_pos`` and ``pe_k`` are float64 rows of the table. While ``my_shift`` runs,
-    ``math``/``torch``/``numpy`` sin and cos raise, so a solution that calls them is told so.
+    ``pe_pos`` and ``pe_k`` are float64 rows of the table. While ``my_shift`` runs, sin and cos of
+    ``math``/``cmath``/``torch``/``numpy`` raise, and so do the detours through the angle (``atan2``,
+    ``angle``, ``exp``, ``polar`` …), so a solution that calls them is told so.
     """
     if is_placeholder(my_shift):
         return not_done()
     if not callable(my_shift):
         return failed(f"my_shift must be a function (pe_pos, pe_k) -> row; got {type(my_shift).__name__}.")
+    checked = 0
+    for d_model in d_models:
+        result = _check_shift_width(my_shift, d_model)
+        if result is not None:
+            return result
+        checked += 1
+    return passed(
+        f"my_shift gives PE(pos + k) for 5 (pos, k) at each of {checked} widths (d_model = "
+        f"{', '.join(map(str, d_models))}), using only products and sums of PE(pos) and PE(k)."
+    )
+
+
+def _check_shift_width(my_shift: Callable[[torch.Tensor, torch.Tensor], object], d_model: int) -> Feedback | None:
+    """None when ``my_shift`` is right for every (pos, k) at this width, else the feedback."""
     table = sinusoidal_table(200, d_model, dtype=torch.float64)
     cases = [(5, 3), (17, 40), (0, 9), (120, 1), (33, 33)]
     swap = torch.arange(d_model).view(-1, 2).flip(-1).reshape(-1)
     for pos, k in cases:
         try:
-            with _no_trig():
+            with _no_trig(), time_limit(_feedback.TIME_LIMIT):  # a loop that never ends: feedback (via @checker)
                 got = my_shift(table[pos].clone(), table[k].clone())
-        except _TrigCalled:
+        except _TrigCalled as called:
+            if called.name.split(".")[-1] in ("sin", "cos"):
+                return failed(
+                    f"Your function calls {called.name}. It does not need to: PE(k) already holds sin(k·ω_i) "
+                    "(column 2i) and cos(k·ω_i) (column 2i+1), the entries of M_k."
+                )
             return failed(
-                "Your function calls sin or cos. It does not need to: PE(k) already holds sin(k·ω_i) "
-                "(column 2i) and cos(k·ω_i) (column 2i+1), the entries of M_k."
+                f"Your function calls {called.name}: it goes back to the angles (or through them), which is sin and "
+                "cos in disguise. Stay with the stored numbers: angle addition needs only products and sums of "
+                "the two sines and two cosines of each pair."
             )
         except (Exception, SystemExit) as err:  # show the student their own error, briefly
             return describe_error(f"my_shift(PE({pos}), PE({k}))", err)
@@ -172,12 +254,15 @@ def check_shift(my_shift: Callable[[torch.Tensor, torch.Tensor], object] | None,
         got = row.reshape(-1)
         want = table[pos + k]
         if got.numel() != d_model:
-            return failed(f"my_shift returned {got.numel()} numbers; a row has d_model = {d_model}.")
+            return failed(
+                f"With rows of d_model = {d_model}, my_shift returned {got.numel()} numbers: it must work for any "
+                "even width (take the sizes from the rows you are given)."
+            )
         if not bool(torch.isfinite(got).all()):
             return failed(f"For pos = {pos}, k = {k}: your row holds NaN or inf; PE(pos + k) holds sines and cosines.")
         if _same(got, want, 1e-9):
             continue
-        where = f"For pos = {pos}, k = {k}: "
+        where = f"For pos = {pos}, k = {k}, d_model = {d_model}: "
         if _same(got, table[pos] + table[k], 1e-9):
             return failed(
                 where + "you added the rows. Adding encodings does not add positions: PE(pos)+PE(k) is not "
@@ -195,9 +280,64 @@ def check_shift(my_shift: Callable[[torch.Tensor, torch.Tensor], object] | None,
                 where + "sin and cos are swapped in your result: column 2i is sin(a+b), column 2i+1 is cos(a+b)."
             )
         first = int((got - want).abs().argmax())
-        return failed(where + f"column {first} is {got[first].item():.6f}, expected {want[first].item():.6f}.")
+        return failed(where + f"(d_model = {d_model}) column {first} of your row is wrong.")
+    return None
+
+
+def _concat_permutation(d_model: int) -> torch.Tensor:
+    """Column j of the concatenated table is column ``perm[j]`` of the paper's: sines first, then cosines."""
+    return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
+
+
+@checker
+def check_concat_offset(
+    my_concat_offset: Callable[..., object] | None,
+    cases: tuple[tuple[int, int], ...] = ((8, 3), (2, 1), (12, -5), (6, 40)),
+) -> Feedback:
+    """Check ``my_concat_offset(k, d_model, base)``: the matrix ``M`` with ``PE_c(pos + k) = M PE_c(pos)`` for the
+    concatenated ``[sin | cos]`` layout, i.e. ``M_k`` with rows and columns permuted (``M_k[perm][:, perm]``).
+
+    Probed at several ``(d_model, k)`` and one other base, so a matrix written for one width fails.
+    """
+    if is_placeholder(my_concat_offset):
+        return not_done()
+    for d_model, k in (*cases, (10, 7)):
+        base = 100.0 if d_model == 10 else 10000.0
+        label = f"my_concat_offset({k}, {d_model}, base={base:g})"
+        got, problem = attempt(label, my_concat_offset, k, d_model, base)
+        if problem is not None:
+            return problem
+        m = _as_matrix(got)
+        if m is None or m.shape != (d_model, d_model):
+            shape = list(m.shape) if m is not None else type(got).__name__
+            return failed(f"{label} must return a [{d_model}, {d_model}] matrix of real numbers, got {shape}.")
+        if not bool(torch.isfinite(m).all()):
+            return failed(f"{label} holds NaN or inf: every entry is a cos, a sin or 0.")
+        perm = _concat_permutation(d_model)
+        paper = offset_matrix(k, d_model, base)
+        want = paper[perm][:, perm]
+        if _same(m, want, 1e-9):
+            continue
+        table = sinusoidal_table(64, d_model, base=base, dtype=torch.float64)[:, perm]
+        start, end = (table[: 64 - k], table[k:]) if k >= 0 else (table[-k:], table[: 64 + k])
+        if _same(start @ m.T, end, 1e-9):  # pragma: no cover - M is unique when the columns span the space
+            continue
+        if d_model > 2 and _same(m, paper, 1e-9):
+            return failed(
+                f"{label}: that is M_k of the paper's interleaved layout. In the concatenated layout pair i is "
+                f"columns (i, i + d_model/2), so each block's four entries move."
+            )
+        if _same(m, want.T, 1e-9):
+            return failed(f"{label}: this moves backwards (it is M_(−k)): check the signs of the sin entries.")
+        if _same(m.abs(), want.abs(), 1e-9):
+            return failed(f"{label}: the entries sit in the right places, but some signs are wrong.")
+        return failed(
+            f"{label} does not map PE_c(pos) to PE_c(pos + {k}). Derive one pair: sin(a+b) = sin a·cos b + "
+            "cos a·sin b; then find the columns that hold sin a and cos a in the concatenated row."
+        )
     return passed(
-        f"my_shift gives PE(pos + k) for all {len(cases)} cases, using only products and sums of PE(pos) and PE(k)."
+        "Right at every width and offset tried: the blocks of M_k are spread over the columns (i, i + d/2), "
+        "i.e. M_k with its rows and columns permuted the same way as the table."
     )
 
 

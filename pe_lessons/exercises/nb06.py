@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 
 import torch
 from torch import nn
 
-from ._feedback import Feedback, as_integer, attempt, checker, describe_error, failed, not_done, passed
+from . import _feedback
+from ._feedback import (
+    Feedback,
+    SetupError,
+    _short,
+    as_integer,
+    attempt,
+    checker,
+    describe_error,
+    failed,
+    not_done,
+    passed,
+    time_limit,
+)
 
 __all__ = [
     "check_learned_module",
     "check_predicted_error",
+    "check_length_for_share",
     "ORDER_CHANGES",
     "check_order_breakers",
 ]
@@ -30,24 +45,40 @@ def _int_set(values: object) -> set[int] | None:
         items = list(values)  # type: ignore[call-overload]
     except Exception:
         return None
-    out = set()
+    out: set[int] = set()
     for item in items:
         value, problem = as_integer(item)
-        if problem is not None:
+        if value is None or problem is not None:
             return None
         out.add(value)
     return out
 
 
+#: (max_len, d_model) sizes the learned-module checker tries after the one it is given.
+LEARNED_SIZES = ((3, 8), (10, 2))
+#: Largest standard deviation accepted for the table's start ("small random values"; BERT uses 0.02).
+MAX_INIT_STD = 2.0
+
+
 @checker
 def check_learned_module(cls: type | None, max_len: int = 6, d_model: int = 4) -> Feedback:
-    """Check a student's ``cls(max_len, d_model)``: a trainable ``[max_len, d_model]`` table added to
-    ``x [batch, seq, d_model]``, and a ``ValueError`` naming both numbers when ``seq > max_len``."""
-    if _is_placeholder(cls):
+    """Check a student's ``cls(max_len, d_model)`` at several sizes: a trainable ``[max_len, d_model]`` table
+    started at small random values, added to ``x [batch, seq, d_model]`` for every ``seq ≤ max_len`` (``seq ==
+    max_len`` included), and a ``ValueError`` naming both numbers when ``seq > max_len``."""
+    if cls is None or _is_placeholder(cls):
         return not_done()
+    sizes = [(max_len, d_model), *[size for size in LEARNED_SIZES if size != (max_len, d_model)]]
     with torch.random.fork_rng(devices=[]):  # seeded, and the student's global RNG is left alone
         torch.manual_seed(0)
-        return _check_learned_module(cls, max_len, d_model)
+        for size in sizes:
+            result = _check_learned_module(cls, *size)
+            if not result.ok:
+                return result
+    shown = ", ".join(f"[{m}, {d}]" for m, d in sizes)
+    return passed(
+        f"Works at every size tried: trainable tables ({shown}) started small, the first seq rows added for every seq up to max_len, "
+        "gradients flow, and a clear ValueError past max_len."
+    )
 
 
 def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
@@ -72,7 +103,13 @@ def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
             f"No trainable table of shape [max_len, d_model] = [{max_len}, {d_model}] found (parameters: {shapes})."
         )
     table = tables[0]
-    x = torch.randn(2, max_len - 2, d_model)
+    std = table.detach().double().std().item() if table.numel() > 1 else abs(table.detach().double().item())
+    if not math.isfinite(std) or std > MAX_INIT_STD:
+        return failed(
+            f"With max_len = {max_len}, d_model = {d_model}, your table starts with standard deviation {std:.3g}: start "
+            f"it at small random values (BERT uses 0.02), so positions do not drown the token embeddings."
+        )
+    x = torch.randn(2, max(1, max_len - 2), d_model)
     out, problem = attempt(f"forward on x of shape {list(x.shape)}", module, x)
     if problem is not None:
         return problem
@@ -114,9 +151,22 @@ def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
         return describe_error("backward through your forward", err)
     if table.grad is None or not table.grad[:seq].any():
         return failed(no_grad)
-    too_long = max_len + 3
+    for seq in sorted({1, max_len - 1, max_len} - {0}):
+        result = _check_forward(module, table, max_len, d_model, seq)
+        if result is not None:
+            return result
+    for too_long in (max_len + 1, max_len + 3):
+        result = _check_too_long(module, max_len, d_model, too_long)
+        if result is not None:
+            return result
+    return passed(f"[{max_len}, {d_model}] works.")
+
+
+def _check_too_long(module: nn.Module, max_len: int, d_model: int, too_long: int) -> Feedback | None:
+    """None when ``module`` refuses ``too_long`` positions with a ValueError naming both numbers, else feedback."""
     try:
-        module(torch.randn(1, too_long, d_model))
+        with time_limit(_feedback.TIME_LIMIT):  # a loop that never ends: feedback (via @checker)
+            module(torch.randn(1, too_long, d_model))
     except NotImplementedError as err:
         return describe_error(f"forward on {too_long} positions", err)
     except ValueError as err:
@@ -140,9 +190,29 @@ def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
             f"A sequence of {too_long} positions ran through a table with {max_len} rows without an error: "
             "it must raise ValueError (a silent wrong result is worse than a crash)."
         )
-    return passed(
-        f"A trainable [{max_len}, {d_model}] table, the first seq rows added, gradients flow, and a clear ValueError past max_len."
-    )
+    return None
+
+
+def _check_forward(module: nn.Module, table: torch.Tensor, max_len: int, d_model: int, seq: int) -> Feedback | None:
+    """None when ``module`` adds the first ``seq`` rows of ``table`` to an ``x`` of that length, else feedback."""
+    x = torch.randn(2, seq, d_model)
+    out, problem = attempt(f"forward on x of shape {list(x.shape)}", module, x)
+    if problem is not None:
+        if seq == max_len and "Not answered" not in problem.message:
+            return failed(
+                f"A sequence of exactly max_len = {max_len} positions failed ({problem.message}) The table has a row "
+                f"for each of positions 0 … {max_len - 1}, so seq = max_len must work: is your length check off by one?"
+            )
+        return problem
+    if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+        shape = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        return failed(f"forward must return a tensor shaped like x, {list(x.shape)}; got {shape}.")
+    added = (out - x).detach().to(table.dtype)
+    if not torch.allclose(added, table[:seq].detach().expand_as(added), atol=1e-6):
+        return failed(
+            f"With seq = {seq} (max_len = {max_len}), out - x is not weight[:seq]: row pos goes to position pos."
+        )
+    return None
 
 
 @checker
@@ -215,9 +285,13 @@ def check_order_breakers(answer: object) -> Feedback:
     try:
         items = list(answer)  # type: ignore[call-overload]
     except Exception:  # not iterable, or an iterator that raises
-        return failed(f"Answer with a list of letters from {sorted(ORDER_CHANGES)}, e.g. ['a', 'c']; got {answer!r}.")
+        return failed(
+            f"Answer with a list of letters from {sorted(ORDER_CHANGES)}, e.g. ['a', 'c']; got {_short(answer)}."
+        )
     if not all(isinstance(item, str) for item in items):
-        return failed(f"Answer with letters (strings) from {sorted(ORDER_CHANGES)}, e.g. ['a', 'c']; got {items!r}.")
+        return failed(
+            f"Answer with letters (strings) from {sorted(ORDER_CHANGES)}, e.g. ['a', 'c']; got {_short(items)}."
+        )
     chosen = {item.strip().lower() for item in items}
     unknown = sorted(chosen - set(ORDER_CHANGES))
     if unknown:
@@ -236,3 +310,42 @@ def check_order_breakers(answer: object) -> Feedback:
     if missed:
         parts.append("You left out: " + "; ".join(missed) + ".")
     return failed(" ".join(parts))
+
+
+def _share_inside(seq_len: int, max_len: int) -> float:
+    """Share of sequences of ``seq_len`` whose two markers (two distinct random places) are both below ``max_len``."""
+    return max_len * (max_len - 1) / (seq_len * (seq_len - 1))
+
+
+@checker
+def check_length_for_share(answer: object, *, max_len: int = 12, share: float = 0.5) -> Feedback:
+    """Check the shortest sequence length at which fewer than ``share`` of the order-task sequences have both
+    markers at trained positions ``0 … max_len-1``: the least ``L`` with ``max_len(max_len−1)/(L(L−1)) < share``."""
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 2 or not 0 < share < 1:
+        raise SetupError(f"need an integer max_len >= 2 and 0 < share < 1, got max_len={max_len!r}, share={share!r}")
+    if _is_placeholder(answer):
+        return not_done()
+    length, problem = as_integer(answer, "a whole number of tokens (a sequence length)")
+    if problem is not None:
+        return problem
+    want = next(n for n in range(max_len, 100 * max_len) if _share_inside(n, max_len) < share)
+    if length == want:
+        return passed(
+            f"{want} tokens: both markers sit at trained positions in {_share_inside(want, max_len):.3f} of the sequences, "
+            f"while at {want - 1} it is still {_share_inside(want - 1, max_len):.3f}. Already at "
+            f"{want / max_len:.2f}x the trained length, most sequences put a marker where the model has never been."
+        )
+    if length < max_len:
+        return failed(f"At {length} tokens (no more than max_len = {max_len}) every marker sits at a trained position.")
+    if _share_inside(length, max_len) >= share:
+        return failed(
+            f"At {length} tokens both markers are still at trained positions in {_share_inside(length, max_len):.3f} of "
+            "the sequences, not fewer than the share asked for: try longer."
+        )
+    if length == 2 * max_len:
+        return failed(
+            "Twice the trained length is far past it: the share falls faster, as the product of two fractions."
+        )
+    return failed(
+        f"At {length} tokens the share is below {share:g}, but it already was at a shorter length: find the shortest."
+    )

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
 
-from ..rotary import apply_rope, to_half_layout, to_interleaved_layout
-from ._feedback import Feedback, as_number, attempt, checker, failed, is_placeholder, not_done, passed
+from ..rotary import apply_rope, rope_frequencies, to_half_layout, to_interleaved_layout
+from ._feedback import Feedback, as_integer, as_number, attempt, checker, failed, is_placeholder, not_done, passed
 
-__all__ = ["check_rotate_half", "check_to_half_layout", "check_score_prediction"]
+__all__ = [
+    "check_rotate_half",
+    "check_to_half_layout",
+    "check_score_prediction",
+    "check_weight_conversion",
+    "check_angle_fix",
+    "check_full_turns",
+]
 
 
 def _probe(d: int = 8) -> torch.Tensor:
@@ -164,3 +172,169 @@ def check_score_prediction(
     if abs(value - score(m, n, other)) <= tol:
         return failed(f"You rotated with layout='{other}'; these q and k use layout='{layout}'.")
     return failed(f"{value:.4f} is not the score. Use the relative property: ⟨R_m q, R_n k⟩ = ⟨R_(m−n) q, k⟩.")
+
+
+def _real_tensor(out: object, label: str, shape: tuple[int, ...]) -> torch.Tensor | Feedback:
+    """``out`` as a float64 CPU tensor of ``shape``, or feedback saying what it is instead."""
+    if out is None or out is Ellipsis:
+        return not_done()
+    if not isinstance(out, torch.Tensor):
+        return failed(f"{label} returned a {type(out).__name__}; return a tensor.")
+    if tuple(out.shape) != shape:
+        return failed(f"{label} returned shape {list(out.shape)}; expected {list(shape)}.")
+    if not out.is_floating_point() or out.device.type == "meta":
+        return failed(f"{label} returned {out.dtype} values on {out.device}; return real floating values.")
+    out = out.detach().to("cpu", torch.float64)
+    if not bool(torch.isfinite(out).all()):
+        return failed(f"{label} returned NaN or inf.")
+    return out
+
+
+#: (heads, head_dim, d_in) of the projections the conversion checker tries.
+CONVERSION_CASES = ((2, 8, 16), (4, 4, 12), (3, 16, 10), (1, 6, 6))
+
+
+@checker
+def check_weight_conversion(my_convert: Callable[[torch.Tensor, int], torch.Tensor] | None) -> Feedback:
+    """Check ``my_convert(W, heads)``: the output features of a ``[heads·head_dim, d_in]`` projection reordered
+    per head with ``P = [0, 2, …, 1, 3, …]`` (interleaved → half), so half-layout RoPE gives the original scores.
+
+    Tried on several ``(heads, head_dim, d_in)``; the usual bugs (the permutation over all rows at once, the
+    inverse permutation, the input features permuted) are named.
+    """
+    if is_placeholder(my_convert):
+        return not_done()
+    gen = torch.Generator().manual_seed(11)
+    for heads, hd, d_in in CONVERSION_CASES:
+        W = torch.randn(heads * hd, d_in, generator=gen, dtype=torch.float64)
+        label = f"my_convert(W, heads={heads}) with head_dim {hd}"
+        out, problem = attempt(label, my_convert, W.clone(), heads)
+        if problem is not None:
+            return problem
+        out = _real_tensor(out, label, tuple(W.shape))
+        if isinstance(out, Feedback):
+            return out
+        want = to_half_layout(W.view(heads, hd, d_in), dim=1).reshape(heads * hd, d_in)
+        if _same(out, want):
+            continue
+        if _same(out, W[to_half_layout(torch.arange(heads * hd))]):
+            return failed(
+                f"{label}: you reordered all {heads * hd} output rows as if they were one head. RoPE pairs features "
+                "inside each head, so the permutation must act within each head's block of head_dim rows."
+            )
+        if _same(out, to_interleaved_layout(W.view(heads, hd, d_in), dim=1).reshape(heads * hd, d_in)):
+            return failed(f"{label}: that is the inverse permutation (half → interleaved).")
+        if d_in % 2 == 0 and _same(out, to_half_layout(W, dim=1)):
+            return failed(f"{label}: you permuted the input features (columns). RoPE acts on the outputs: the rows.")
+        if _same(out, W):
+            return failed(f"{label}: nothing moved.")
+        if _same(out.sort(dim=0).values, W.sort(dim=0).values):
+            return failed(f"{label}: the rows are reordered, but not into the half layout's order.")
+        return failed(f"{label}: the result is not W with its rows reordered for the half layout.")
+    return passed(
+        f"Right for every (heads, head_dim) tried ({len(CONVERSION_CASES)} shapes): the bug was the permutation over "
+        "all rows at once; per head, pair (2i, 2i+1) lands on (i, i + head_dim/2) and the scores are unchanged."
+    )
+
+
+def _exact_cos_sin(positions: torch.Tensor, head_dim: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
+    angles = positions.double()[:, None] * rope_frequencies(head_dim, base)
+    return angles.cos(), angles.sin()
+
+
+@checker
+def check_angle_fix(my_cos_sin: Callable[..., object] | None, *, tol: float = 1e-6) -> Feedback:
+    """Check ``my_cos_sin(positions, head_dim, base)``: float32 ``(cos, sin)`` of ``positions·θ_i``, shape
+    ``[seq, head_dim/2]``, within ``tol`` of the exact values for positions up to 100 000 — called inside
+    ``torch.autocast("cpu", dtype=torch.bfloat16)``, for several head sizes and bases."""
+    if is_placeholder(my_cos_sin):
+        return not_done()
+    positions = torch.tensor([0, 1, 7, 255, 257, 2049, 4097, 30001, 65537, 99999])
+    for head_dim, base in ((8, 10000.0), (64, 10000.0), (128, 500000.0), (6, 100.0)):
+        label = f"my_cos_sin(positions, {head_dim}, base={base:g})"
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out, problem = attempt(label, my_cos_sin, positions.clone(), head_dim, base)
+        if problem is not None:
+            return problem
+        if not isinstance(out, (tuple, list)) or len(out) != 2:
+            return failed(f"{label} must return two tensors, (cos, sin); got {type(out).__name__}.")
+        shape = (len(positions), head_dim // 2)
+        if isinstance(out[0], torch.Tensor) and tuple(out[0].shape) == (len(positions), head_dim):
+            return failed(f"{label}: return one column per pair, shape {list(shape)} (not repeated for both halves).")
+        dtypes = [t.dtype if isinstance(t, torch.Tensor) else None for t in out]
+        got = [_real_tensor(t, label, shape) for t in out]
+        for g in got:
+            if isinstance(g, Feedback):
+                return g
+        cos, sin = got  # type: ignore[misc]
+        want_cos, want_sin = _exact_cos_sin(positions, head_dim, base)
+        error = max((cos - want_cos).abs().max().item(), (sin - want_sin).abs().max().item())
+        if error <= tol:
+            if any(d != torch.float32 for d in dtypes):
+                return failed(f"{label}: the values are right, but return them as float32 (got {dtypes}).")
+            continue
+        if _same(cos, want_sin) and _same(sin, want_cos):
+            return failed(f"{label}: cos and sin are swapped.")
+        if torch.bfloat16 in dtypes or torch.float16 in dtypes:
+            return failed(
+                f"{label}: your tables came out in {[d for d in dtypes if d in (torch.bfloat16, torch.float16)][0]}: "
+                "autocast ran an operation of yours (a matrix product?) in low precision. Make the angles with an "
+                "elementwise product, in float64, and convert cos and sin to float32 at the end."
+            )
+        if error < 0.05:
+            return failed(
+                f"{label}: largest error {error:.1e}, above {tol:g}. That is the size of float32 angles' rounding: "
+                "near position 100 000 one float32 step is about 0.008 rad. Compute the angles in float64."
+            )
+        return failed(
+            f"{label}: largest error {error:.2f} — the angles are badly wrong at large positions. Check that "
+            "positions and frequencies are not rounded to a low precision before they are multiplied: autocast runs "
+            "a matrix product in bf16, TF32 keeps 10 mantissa bits. An elementwise float64 product avoids both."
+        )
+    return passed(
+        "Exact to float32 at every position and head size tried, even under autocast: the angles come from an "
+        "elementwise float64 product that autocast leaves alone."
+    )
+
+
+#: (head_dim, base, context) the full-turns checker tries; none sits on a tie.
+TURN_CASES = ((128, 10000.0, 4096), (128, 500000.0, 8192), (64, 10000.0, 2048), (96, 1000000.0, 32768), (16, 100.0, 50))
+
+
+def _full_turns(head_dim: int, base: float, context: int) -> int:
+    return int((2 * math.pi / rope_frequencies(head_dim, base) <= context).sum())
+
+
+@checker
+def check_full_turns(my_full_turns: Callable[[int, float, int], object] | None) -> Feedback:
+    """Check ``my_full_turns(head_dim, base, context)``: the number of rotary pairs whose wavelength
+    ``2π·base^(2i/head_dim)`` is at most ``context``, on several settings."""
+    if is_placeholder(my_full_turns):
+        return not_done()
+    for head_dim, base, context in TURN_CASES:
+        label = f"my_full_turns({head_dim}, {base:g}, {context})"
+        out, problem = attempt(label, my_full_turns, head_dim, base, context)
+        if problem is not None:
+            return problem
+        if out is None or out is Ellipsis:
+            return not_done()
+        value, problem = as_integer(out, "a whole number of pairs")
+        if problem is not None:
+            return failed(f"{label}: {problem.message}")
+        want = _full_turns(head_dim, base, context)
+        if value == want:
+            continue
+        pairs = head_dim // 2
+        theta = rope_frequencies(head_dim, base)
+        if value == pairs - want:
+            return failed(f"{label}: that counts the pairs that do NOT complete a turn (wavelength > context).")
+        if value == int((1 / theta <= context).sum()):
+            return failed(f"{label}: a pair turning at θ_i completes a turn in 2π/θ_i positions, not 1/θ_i.")
+        if value == int((2 * math.pi / rope_frequencies(2 * head_dim, base) <= context).sum()):
+            return failed(f"{label}: there are head_dim/2 pairs, with exponents 2i/head_dim for i < head_dim/2.")
+        if abs(value - want) == 1:
+            return failed(f"{label}: off by one. Count i = 0 too, and include a wavelength equal to the context.")
+        return failed(f"{label}: {value} is not the count. Which pairs have 2π·base^(2i/head_dim) ≤ context?")
+    return passed(
+        f"Right on all {len(TURN_CASES)} settings: a larger base slows every pair, so fewer turn fully in the context."
+    )

@@ -21,14 +21,20 @@ def check_t5_bucket(answer: object, offset: int = 20, *, num_buckets: int = 16, 
     """Check the bidirectional T5 bucket of ``offset = key − query`` (``num_buckets``, ``max_distance``)."""
     if answer is None or answer is Ellipsis:
         return not_done()
-    value, problem = as_integer(answer, "one whole number (a bucket index)")
-    if problem is not None:
+    whole, problem = as_integer(answer, "one whole number (a bucket index)")
+    if whole is None:
         number, _ = as_number(answer)
         if number is None or not float(number).is_integer():
-            return problem
-        value = int(number)
-    kw = dict(num_buckets=num_buckets, max_distance=max_distance)
-    want = int(t5_relative_bucket(offset, **kw))
+            return problem if problem is not None else failed("Answer with one whole number (a bucket index).")
+        whole = int(number)
+    value: int = whole
+
+    def bucket(r: int, bidirectional: bool = True) -> int:
+        return int(
+            t5_relative_bucket(r, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
+        )
+
+    want = bucket(offset)
     half = num_buckets // 2
     exact = half // 2
     distance = abs(offset)
@@ -38,11 +44,9 @@ def check_t5_bucket(answer: object, offset: int = 20, *, num_buckets: int = 16, 
             f"{exact} + ⌊ln({distance}/{exact}) / ln({max_distance}/{exact}) · {half - exact}⌋"
             + (f", plus {half} for a key after the query." if offset > 0 else " (a key before the query).")
         )
-    if value == int(t5_relative_bucket(-offset, **kw)):
+    if value == bucket(-offset):
         return failed("Check the side: the offset is key − query. Which half of the buckets do keys on this side use?")
-    if value == int(t5_relative_bucket(offset, bidirectional=False, **kw)) or value == int(
-        t5_relative_bucket(-offset, bidirectional=False, **kw)
-    ):
+    if value in (bucket(offset, bidirectional=False), bucket(-offset, bidirectional=False)):
         return failed(
             f"That is a causal (one-sided) bucket, with all {num_buckets} buckets on one side. This bias is "
             f"bidirectional: {half} buckets per side."
@@ -76,7 +80,7 @@ def check_alibi_slopes(answer: object, n_heads: int = 6) -> Feedback:
     if isinstance(answer, (str, bytes)):
         return failed(f"Answer with a list of {n_heads} numbers, one slope per head, got text.")
     try:
-        values = [as_number(v)[0] for v in answer]  # type: ignore[union-attr]
+        values = [as_number(v)[0] for v in answer]  # type: ignore[attr-defined]
     except Exception:
         return failed(f"Answer with a list of {n_heads} numbers, one slope per head, got {type(answer).__name__}.")
     if any(v is None for v in values):
@@ -129,8 +133,8 @@ def check_rotary_reach(answer: object, base: float, head_dim: int) -> Feedback:
     if answer is None or answer is Ellipsis:
         return not_done()
     value, problem = as_number(answer, "a number (an offset in tokens)")
-    if problem is not None:
-        return problem
+    if value is None:
+        return problem if problem is not None else failed("Answer with a number (an offset in tokens).")
     want = rotary_reach(base, head_dim)
     if abs(value - want) <= max(1.0, 0.01 * want):
         return passed(
@@ -171,6 +175,8 @@ def check_t5_scores(t5_scores: object) -> Feedback:
     on the keys a causal model uses (key ≤ query), for several sizes."""
     if t5_scores is None or t5_scores is Ellipsis:
         return not_done()
+    if not callable(t5_scores):
+        return failed(f"t5_scores must be a function; got {_short(t5_scores)} ({type(t5_scores).__name__}).")
     g = torch.Generator().manual_seed(9)
     for heads, seq, head_dim, buckets, max_distance in [(2, 5, 4, 8, 16), (3, 21, 8, 8, 16), (1, 12, 6, 6, 10)]:
         q, k = (torch.randn(heads, seq, head_dim, generator=g, dtype=torch.float64) for _ in range(2))

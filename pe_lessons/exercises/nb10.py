@@ -1,95 +1,126 @@
 """Checkers for the exercises of notebook 10 (stretching RoPE's context: PI, NTK, YaRN, Llama 3).
 
-The givens of each exercise live here too (:data:`CRITICAL`, :data:`NTK`, :data:`YARN`), so the
-notebook and its solutions read the same numbers.
+The givens of each exercise live here too (:data:`OUT_OF_RANGE`, :data:`NTK_BASE`, :data:`STRETCH`),
+so the notebook and its solutions read the same numbers. None of the answers is printed by the
+notebook: each is worked out from its section's reasoning, with other numbers.
 """
 
 from __future__ import annotations
 
 import math
-import numbers
+from collections.abc import Callable
 
-from ._feedback import Feedback, _short, checker, failed, not_done, passed
+import torch
 
-__all__ = ["CRITICAL", "NTK", "YARN", "check_critical_pair", "check_ntk_base", "check_yarn_range"]
+from ..rotary import rope_frequencies, scaled_frequencies
+from ._feedback import (
+    Feedback,
+    _short,
+    as_integer,
+    as_number,
+    attempt,
+    checker,
+    failed,
+    is_placeholder,
+    not_done,
+    passed,
+)
 
-#: Exercise 1: the first pair that never completes a turn within the trained length.
-CRITICAL = {"head_dim": 64, "base": 10000.0, "train_len": 2048}
+__all__ = [
+    "OUT_OF_RANGE",
+    "NTK_BASE",
+    "STRETCH",
+    "YARN_PROBES",
+    "check_out_of_range",
+    "check_ntk_base",
+    "check_yarn_frequencies",
+    "check_stretch_ratio",
+]
+
+#: Exercise 1: a model stretched to ``factor × train_len`` with NTK-aware scaling set for ``factor``.
+OUT_OF_RANGE = {"head_dim": 64, "base": 10000.0, "train_len": 2048, "factor": 8.0}
 #: Exercise 2: the NTK-aware base that stretches a model trained at ``train_len`` to ``target_len``.
-NTK = {"head_dim": 128, "base": 10000.0, "train_len": 4096, "target_len": 16384}
-#: Exercise 3: YaRN's correction range (β_fast = 32, β_slow = 1, truncated as in the reference code).
-YARN = {"head_dim": 128, "base": 500000.0, "train_len": 8192, "beta_fast": 32.0, "beta_slow": 1.0}
+NTK_BASE = {"head_dim": 96, "base": 10000.0, "train_len": 4096, "target_len": 32768}
+#: Exercise 3: the configurations ``(head_dim, base, factor, trained_len)`` a YaRN implementation is tried on.
+YARN_PROBES = ((16, 10000.0, 4.0, 16), (64, 10000.0, 8.0, 2048), (128, 500000.0, 8.0, 8192), (96, 10000.0, 16.0, 4096))
+#: Exercise 4: Llama 3's rule with ``factor`` 4, asked to read ``target_len`` = 16 × ``train_len``.
+STRETCH = {
+    "head_dim": 128,
+    "base": 10000.0,
+    "train_len": 4096,
+    "target_len": 65536,
+    "factor": 4.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+}
 
 
-def _pair_for_turns(turns: float, head_dim: int, base: float, train_len: int) -> float:
-    """The (fractional) pair index ``i`` that turns ``turns`` times over ``train_len`` positions."""
-    return head_dim * math.log(train_len / (turns * 2 * math.pi)) / (2 * math.log(base))
+def ntk_out_of_range(head_dim: int, base: float, train_len: int, factor: float) -> list[int]:
+    """Pairs that never complete a turn in ``train_len`` positions and still exceed their largest
+    trained angle at ``factor·train_len`` with the NTK-aware base ``base·factor^(d/(d-2))``."""
+    theta = rope_frequencies(head_dim, base)
+    theta_ntk = rope_frequencies(head_dim, base * factor ** (head_dim / (head_dim - 2)))
+    never = train_len * theta / (2 * math.pi) < 1
+    rho = factor * theta_ntk / theta  # (factor·L)·θ'_j / (L·θ_j)
+    return (never & (rho > 1 + 1e-9)).nonzero().flatten().tolist()
 
 
-def _as_int(value: object) -> int | None:
-    """``value`` as an int when it is an integer number (``4``, ``4.0``, a 0-d tensor), else ``None``."""
-    if hasattr(value, "item") and callable(value.item):
-        try:
-            value = value.item()
-        except Exception:
-            return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return None
+def _pair_list(answer: object) -> tuple[list[int] | None, Feedback | None]:
+    """A collection of pair indices (list, tuple, set, range, tensor, array) as a sorted list of distinct ints."""
+    wrong = failed(f"Give the pair indices as a list, e.g. [3, 4, 5]; got {_short(answer)}.")
+    if isinstance(answer, (str, bytes, dict)) or not hasattr(answer, "__iter__"):
+        return None, wrong
     try:
-        if not math.isfinite(float(value)) or float(value) != int(value):
-            return None
-        return int(value)
-    except (OverflowError, ValueError, TypeError):
-        return None
-
-
-def _as_float(value: object) -> float | None:
-    if hasattr(value, "item") and callable(value.item):
-        try:
-            value = value.item()
-        except Exception:
-            return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
-        return None
-    return float(value)
-
-
-def critical_pair(head_dim: int, base: float, train_len: int) -> int:
-    """The first pair whose wavelength ``2π·base^(2i/head_dim)`` is at least ``train_len``."""
-    return math.ceil(_pair_for_turns(1.0, head_dim, base, train_len))
+        if isinstance(answer, torch.Tensor) or type(answer).__module__.split(".")[0] == "numpy":
+            answer = answer.reshape(-1).tolist()
+        values = list(answer)[:10_000]
+    except Exception:  # a meta tensor, an iterator that raises …
+        return None, wrong
+    items = []
+    for value in values:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        number, problem = as_integer(value, "whole pair indices")
+        if problem is not None:
+            return None, problem
+        items.append(number)
+    return sorted(set(items)), None
 
 
 @checker
-def check_critical_pair(answer: object) -> Feedback:
-    """Exercise 1: the index of the first pair that never completes a turn in training (:data:`CRITICAL`)."""
-    if answer is None or answer is Ellipsis:
+def check_out_of_range(answer: object) -> Feedback:
+    """Exercise 1: the pairs NTK-aware scaling leaves out of range for :data:`OUT_OF_RANGE`."""
+    if is_placeholder(answer):
         return not_done()
-    value = _as_int(answer)
-    if value is None:
-        return failed(f"Give the pair index as a whole number, got {_short(answer)}.")
-    d, base, n = CRITICAL["head_dim"], CRITICAL["base"], CRITICAL["train_len"]
-    want = critical_pair(d, base, n)
-    exact = _pair_for_turns(1.0, d, base, n)
-    if value == want:
+    pairs, problem = _pair_list(answer)
+    if problem is not None:
+        return problem
+    p = OUT_OF_RANGE
+    d, half = p["head_dim"], p["head_dim"] // 2
+    want = ntk_out_of_range(p["head_dim"], p["base"], p["train_len"], p["factor"])
+    if pairs == want:
         return passed(
-            f"Pair {want}: its wavelength {2 * math.pi * base ** (2 * want / d):.0f} ≥ {n}, while pair {want - 1}'s "
-            f"is {2 * math.pi * base ** (2 * (want - 1) / d):.0f}. "
-            f"Pairs {want}…{d // 2 - 1} never turn once in training."
+            f"{len(want)} pairs, {want[0]}…{want[-1]}: they never turn in training and NTK slows them by less than "
+            f"s = {p['factor']:g}. Only the slowest pair, {half - 1}, is slowed by exactly s."
         )
-    if value == want - 1:
+    if any(not 0 <= j < half for j in pairs):
+        return failed(f"Pair indices run from 0 to head_dim/2 - 1 = {half - 1}.")
+    theta = rope_frequencies(d, p["base"])
+    turned = [j for j in pairs if p["train_len"] * theta[j].item() / (2 * math.pi) >= 1]
+    if turned:
         return failed(
-            f"Pair {value} still completes a turn within {n} positions (wavelength "
-            f"{2 * math.pi * base ** (2 * value / d):.0f} < {n}); the solution of λ_i = L is i = {exact:.2f}: round up."
+            f"Pair {turned[0]} completes a turn within {p['train_len']} positions: it has seen every angle, so it "
+            "cannot meet a new one. Find the first pair whose wavelength exceeds the trained length."
         )
-    if value == math.ceil(d * math.log(n) / (2 * math.log(base))):
+    if half - 1 in pairs:
+        return failed(f"Look at pair {half - 1} again: by how much does the NTK-aware base slow the slowest pair?")
+    missing = [j for j in want if j not in pairs]
+    if missing:
         return failed(
-            "The wavelength is 2π/θ_i, not 1/θ_i: solve 2π·base^(2i/d) = L, i.e. i = (d/2)·ln(L/2π)/ln(base)."
+            f"{len(missing)} out-of-range pair(s) missing. For each pair that never turns, compare the stretch s with "
+            "the factor by which NTK slows that pair."
         )
-    if value == 2 * want:
-        return failed(f"That is a feature index (Liu et al.'s 'critical dimension' 2i); the pair index is {value}/2.")
-    if not 0 <= value < d // 2:
-        return failed(f"A pair index lies between 0 and head_dim/2 - 1 = {d // 2 - 1}, got {value}.")
-    return failed(f"Not pair {value}. Solve 2π·base^(2i/head_dim) ≥ L for the smallest integer i.")
+    return failed("Not that set of pairs. Use ρ_j = n·θ'_j / (L·θ_j) for the pairs that never complete a turn.")
 
 
 def ntk_base(head_dim: int, base: float, scale: float) -> float:
@@ -99,73 +130,114 @@ def ntk_base(head_dim: int, base: float, scale: float) -> float:
 
 @checker
 def check_ntk_base(scale: object, new_base: object) -> Feedback:
-    """Exercise 2: the scale factor ``s`` and NTK-aware base for :data:`NTK`'s target length."""
-    if scale is None or new_base is None or scale is Ellipsis or new_base is Ellipsis:
+    """Exercise 2: the scale factor ``s`` and NTK-aware base for :data:`NTK_BASE`'s target length.
+
+    The base is accepted to the precision the notebook prints bases (a whole number), rounded or cut: within 1.
+    """
+    if is_placeholder(scale) or is_placeholder(new_base):
         return not_done()
-    s, b = _as_float(scale), _as_float(new_base)
-    if s is None or b is None:
-        return failed(f"Give two finite numbers (the scale and the base), got {_short(scale)} and {_short(new_base)}.")
-    d, base = NTK["head_dim"], NTK["base"]
-    want_s = NTK["target_len"] / NTK["train_len"]
+    s, problem = as_number(scale, "the scale factor s (a number)")
+    if problem is not None:
+        return problem
+    b, problem = as_number(new_base, "the new base (a number)")
+    if problem is not None:
+        return problem
+    p = NTK_BASE
+    d, base = p["head_dim"], p["base"]
+    want_s = p["target_len"] / p["train_len"]
     if not math.isclose(s, want_s, rel_tol=1e-9):
         if math.isclose(s, 1 / want_s, rel_tol=1e-9):
-            return failed(f"The scale is target / trained = {NTK['target_len']} / {NTK['train_len']}, not the inverse.")
+            return failed("The scale is the target length over the trained length, not the inverse.")
         return failed(f"The scale factor s is the target length over the trained length, not {s:g}.")
     want = ntk_base(d, base, want_s)
-    if math.isclose(b, want, rel_tol=1e-6):
+    if abs(b - want) < 1:
         return passed(
             f"s = {want_s:g}, base' = {base:g}·{want_s:g}^({d}/{d - 2}) ≈ {want:.0f}: θ_0 stays 1 and the slowest "
             f"pair turns exactly {want_s:g}× slower."
         )
-    if math.isclose(b, base * want_s, rel_tol=1e-6):
+    if abs(b - base * want_s) <= 0.5:
         return failed(
-            f"base·s ({b:.0f}) divides the slowest frequency by s^((d-2)/d), slightly less than s: solve "
-            f"base'^(-(d-2)/d) = base^(-(d-2)/d)/s for base'."
+            "base·s divides the slowest frequency by s^((d-2)/d), slightly less than s: solve "
+            "base'^(-(d-2)/d) = base^(-(d-2)/d)/s for base'."
         )
-    if math.isclose(b, base * want_s ** ((d - 2) / d), rel_tol=1e-6):
-        return failed("The exponent is upside down: base' = base·s^(d/(d-2)).")
-    return failed(f"Not {b:g}. Ask the slowest pair, i = d/2 - 1, to turn s times slower and solve for the base.")
+    if abs(b - base * want_s ** ((d - 2) / d)) <= 0.5:
+        return failed("The exponent is upside down: solve the slowest pair's condition for base' again.")
+    return failed(f"Not {b:g}. Ask the slowest pair, j = d/2 - 1, to turn s times slower and solve for the base.")
 
 
-def yarn_range(head_dim: int, base: float, train_len: int, beta_fast: float, beta_slow: float) -> tuple[int, int]:
-    """YaRN's ramp ends ``(floor(i(β_fast)), ceil(i(β_slow)))``, clipped to ``[0, head_dim - 1]``."""
-    low = math.floor(_pair_for_turns(beta_fast, head_dim, base, train_len))
-    high = math.ceil(_pair_for_turns(beta_slow, head_dim, base, train_len))
-    return max(low, 0), min(high, head_dim - 1)
+def _yarn_reference(head_dim: int, base: float, factor: float, trained_len: int) -> torch.Tensor:
+    rule = {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": trained_len}
+    return scaled_frequencies(head_dim, rule, base=base)[0]
 
 
 @checker
-def check_yarn_range(answer: object) -> Feedback:
-    """Exercise 3: ``(low, high)`` of YaRN's ramp for :data:`YARN`."""
-    if answer is None or answer is Ellipsis:
+def check_yarn_frequencies(fn: Callable[..., object]) -> Feedback:
+    """Exercise 3: ``fn(head_dim, base, factor, trained_len)`` returns YaRN's ``θ'_j`` (Hugging Face's ramp),
+    tried on every configuration of :data:`YARN_PROBES`."""
+    if is_placeholder(fn):
         return not_done()
-    items = None
-    if not isinstance(answer, (str, bytes)):
+    for head_dim, base, factor, trained_len in YARN_PROBES:
+        label = f"yarn_frequencies({head_dim}, {base:g}, {factor:g}, {trained_len})"
+        got, problem = attempt(label, fn, head_dim, base, factor, trained_len)
+        if problem is not None:
+            return problem
         try:
-            items = list(answer)
+            got = torch.as_tensor(got, dtype=torch.float64).flatten() if not isinstance(got, torch.Tensor) else got
         except Exception:
-            items = None
-    if items is None or len(items) != 2:
-        return failed(f"Give two numbers (low, high), got {_short(answer)}.")
-    low, high = (_as_int(v) for v in items)
-    if low is None or high is None:
-        return failed(f"Both ends are whole pair indices (floor and ceil), got {_short(answer)}.")
-    p = YARN
-    want = yarn_range(p["head_dim"], p["base"], p["train_len"], p["beta_fast"], p["beta_slow"])
-    if (low, high) == want:
-        return passed(
-            f"Pairs below {want[0]} turn more than {p['beta_fast']:g} times in {p['train_len']} positions and are left "
-            f"alone; pairs from {want[1]} on turn less than {p['beta_slow']:g} time and are interpolated by s; "
-            "the ramp runs in between."
-        )
-    if (high, low) == want:
-        return failed("Swapped: β_fast (many turns: fast pairs, small i) gives the low end.")
-    exact = (
-        _pair_for_turns(p["beta_fast"], p["head_dim"], p["base"], p["train_len"]),
-        _pair_for_turns(p["beta_slow"], p["head_dim"], p["base"], p["train_len"]),
-    )
-    if (low, high) in {(round(exact[0]), round(exact[1])), (math.ceil(exact[0]), math.floor(exact[1]))}:
+            return failed(
+                f"{label} must return a tensor of head_dim/2 = {head_dim // 2} frequencies, got {_short(got)}."
+            )
+        if got.shape != (head_dim // 2,):
+            return failed(
+                f"{label} must return {head_dim // 2} frequencies (one per pair), got shape {list(got.shape)}."
+            )
+        got = got.detach().to(torch.float64).cpu()
+        if not bool(torch.isfinite(got).all()):
+            return failed(f"{label} returned NaN or infinite frequencies.")
+        want = _yarn_reference(head_dim, base, factor, trained_len)
+        if torch.allclose(got, want, rtol=1e-5, atol=0):
+            continue
+        theta = rope_frequencies(head_dim, base)
+        if math.isclose(got[0].item(), theta[0].item() / factor, rel_tol=1e-5):
+            return failed(
+                f"{label}: the fastest pair (j = 0) comes out slowed by the factor, yet it turns many times in "
+                "training. Which pairs should the ramp leave alone?"
+            )
+        if math.isclose(got[-1].item(), theta[-1].item(), rel_tol=1e-5):
+            return failed(f"{label}: the slowest pair is left as it was, yet it never completes a turn in training.")
+        worst = int((got / want - 1).abs().argmax())
         return failed(
-            f"Close: the exact ends are {exact[0]:.2f} and {exact[1]:.2f}; round the low end down, the high up."
+            f"{label}: pair {worst} is off ({got[worst].item():.4g}); compare your ramp's ends with the pairs "
+            "that turn β_fast and β_slow times over the trained length."
         )
-    return failed("Not that range. Pair i turns L·θ_i/2π times over L positions: solve it for β_fast and β_slow turns.")
+    return passed(
+        f"Right on all {len(YARN_PROBES)} configurations: fast pairs kept, slow pairs divided by the factor, "
+        "a ramp linear in the pair index in between."
+    )
+
+
+@checker
+def check_stretch_ratio(answer: object) -> Feedback:
+    """Exercise 4: the largest ρ of the pairs :data:`STRETCH`'s rule divides (to 2 decimals)."""
+    if is_placeholder(answer):
+        return not_done()
+    if isinstance(answer, (list, tuple)) and len(answer) == 1:
+        answer = answer[0]
+    value, problem = as_number(answer, "a number (the ratio ρ)")
+    if problem is not None:
+        return problem
+    p = STRETCH
+    stretch, s = p["target_len"] / p["train_len"], p["factor"]
+    want = stretch / s
+    if abs(value - want) <= 0.005 + 1e-3 * want:
+        return passed(
+            f"ρ = (n/L)/s = {stretch:g}/{s:g} = {want:g}: the rule divides the slow pairs by s, the input is "
+            f"{stretch:g}× longer, so they meet angles {want:g}× beyond pre-training — for long-context training to close."
+        )
+    if abs(value - stretch) <= 0.01 * stretch:
+        return failed("That is the ratio without any rule. The pairs in question are divided by the factor.")
+    if abs(value - 1) <= 0.005:
+        return failed("ρ = 1 would hold if the stretch n/L equalled the factor. Does it here?")
+    if abs(value - 1 / want) <= 0.005:
+        return failed("Upside down: ρ is the angle at the target length over the largest angle seen in training.")
+    return failed(f"Not {value:g}. A divided pair turns θ_j/s per position, for n positions instead of L.")

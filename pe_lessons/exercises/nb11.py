@@ -7,6 +7,8 @@ notebook and its solutions read the same numbers.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from typing import Any, cast
 
 import torch
 
@@ -17,10 +19,10 @@ from ._feedback import Feedback, _short, as_number, attempt, checker, failed, is
 __all__ = ["IMAGE_TEXT", "GEMMA3_GLOBAL", "check_image_text_ids", "check_window_pairs", "check_mla_scores"]
 
 #: Exercise 1: 4 text tokens, an image of 6 × 4 patches (merged 2 × 2 into 3 × 2 tokens), 2 text tokens.
-IMAGE_TEXT = {"segments": [4, (1, 6, 4), 2], "spatial_merge_size": 2}
+IMAGE_TEXT: dict[str, Any] = {"segments": [4, (1, 6, 4), 2], "spatial_merge_size": 2}
 #: Exercise 2: a Gemma 3 global layer (head_dim 256, base 1 000 000, linear factor 8) read over the
 #: 1 024-token window of the sliding layers.
-GEMMA3_GLOBAL = {"head_dim": 256, "base": 1_000_000.0, "factor": 8.0, "window": 1024}
+GEMMA3_GLOBAL: dict[str, Any] = {"head_dim": 256, "base": 1_000_000.0, "factor": 8.0, "window": 1024}
 
 
 # --------------------------------------------------------------------------- exercise 1
@@ -31,6 +33,7 @@ def _whole(answer: object, what: str) -> tuple[int | None, Feedback | None]:
     value, problem = as_number(answer, what)
     if problem is not None:
         return None, problem
+    assert value is not None
     if value != int(value):
         return None, failed(f"Answer with {what}, got the non-integer {value:g}.")
     return int(value), None
@@ -48,15 +51,15 @@ def _ids_from(answer: object) -> tuple[list[list[int]] | None, Feedback | None]:
             f"Give three rows (time, height, width), one number per token, got {_short(answer)}: "
             "a [3, seq] tensor or a list of three lists."
         )
-    rows = []
+    rows: list[list[int]] = []
     for name, row in zip(("time", "height", "width"), answer, strict=True):
         if isinstance(row, (str, bytes)) or not isinstance(row, (list, tuple)):
             return None, failed(f"The {name} row must be a list of numbers, got {_short(row)}.")
-        values = []
+        values: list[int] = []
         for v in row:
             value, problem = _whole(v, "whole position numbers")
-            if problem is not None:
-                return None, failed(f"In the {name} row: {problem.message}")
+            if problem is not None or value is None:
+                return None, failed(f"In the {name} row: {problem.message if problem else 'not a number'}")
             values.append(value)
         rows.append(values)
     return rows, None
@@ -86,8 +89,8 @@ def check_image_text_ids(answer: object) -> Feedback:
     if is_placeholder(answer):
         return not_done()
     rows, problem = _ids_from(answer)
-    if problem is not None:
-        return problem
+    if problem is not None or rows is None:
+        return problem or failed("Give the position ids as a [3, seq] tensor or three lists.")
     segments, merge = IMAGE_TEXT["segments"], IMAGE_TEXT["spatial_merge_size"]
     want = mrope_position_ids(segments, spatial_merge_size=merge).tolist()
     n = len(want[0])
@@ -148,7 +151,7 @@ def check_window_pairs(answer: object) -> Feedback:
     value = None
     if isinstance(answer, (range, list, tuple)) or (hasattr(answer, "shape") and math.prod(answer.shape) != 1):
         try:
-            items = answer.tolist() if hasattr(answer, "tolist") else list(answer)
+            items = answer.tolist() if hasattr(answer, "tolist") else list(cast(Iterable, answer))
         except Exception:
             return failed(f"Give a number of pairs, or the list of pair indices, got {_short(answer)}.")
         if any(isinstance(v, list) for v in items):
@@ -156,8 +159,8 @@ def check_window_pairs(answer: object) -> Feedback:
         ints = []
         for v in items:
             number, problem = _whole(v, "pair indices (whole numbers)")
-            if problem is not None:
-                return failed(f"In your list: {problem.message}")
+            if problem is not None or number is None:
+                return failed(f"In your list: {problem.message if problem else 'not a number'}")
             ints.append(number)
         if ints != list(range(len(ints))):
             return failed(
@@ -167,8 +170,8 @@ def check_window_pairs(answer: object) -> Feedback:
         value = len(ints)
     else:
         value, problem = _whole(answer, "a number of pairs")
-        if problem is not None:
-            return problem
+        if problem is not None or value is None:
+            return problem or failed("Answer with a number of pairs.")
     d, base, s, n = g["head_dim"], g["base"], g["factor"], g["window"]
     if value == want:
         return passed(
@@ -236,7 +239,7 @@ def check_mla_scores(fn: object) -> Feedback:
     sizes = [(2, 5, 6, 4, 8, 0), (3, 9, 4, 2, 6, 1), (1, 12, 8, 8, 10, 2)]  # heads, seq, nope, rope, rank, seed
     for heads, seq, nope, rope, rank, seed in sizes:
         args = _mla_inputs(heads, seq, nope, rope, rank, seed)
-        got, problem = attempt("mla_scores(q_nope, q_rope, latent, k_rope, w_uk, positions)", fn, *args)
+        got, problem = attempt("mla_scores(q_nope, q_rope, latent, k_rope, w_uk, positions)", cast(Any, fn), *args)
         if problem is not None:
             return problem
         if not isinstance(got, torch.Tensor):

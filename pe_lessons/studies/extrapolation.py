@@ -176,7 +176,9 @@ def measure(setting: Setting, models: list[ToyTransformer], history: pd.DataFram
     key = (setting.task, setting.steps, setting.scheme, setting.base)
     rows = []
 
-    def add(measure_: str, seed: int, value: float, length=None, position=None, layer=None, head=None) -> None:
+    def add(
+        measure_: str, seed: int, value: float | torch.Tensor, length=None, position=None, layer=None, head=None
+    ) -> None:
         value = float(value)
         rows.append((measure_, *key, seed, length, position, layer, head, None if math.isnan(value) else value))
 

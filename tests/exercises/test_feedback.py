@@ -8,6 +8,7 @@ automatically — and fails loudly until its required arguments are listed in ``
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 
@@ -33,8 +34,15 @@ SETTINGS: dict[str, dict] = {
     "check_first_slow_column": {"kwargs": {"length": 1000, "d_model": 64}},
     "check_table_function": {},
     "check_bug_test": {"kwargs": {"bug": "sin_only"}},
-    "check_mystery": {},
+    "check_mystery": {
+        "answers": ["answer", "omega_col7"],
+        "good": {"answer": "shifted_cos_exponent", "omega_col7": 10000 ** (-7 / 16)},
+    },
     "check_dropout_fix": {},
+    "check_sin_only_norm": {},
+    "check_window_table": {},
+    "check_dropout_module": {},
+    "check_context_base": {},
     "check_predicted_wavelength": {"kwargs": {"column": 64, "d_model": 128, "base": 500000}},
     "check_first_honest_column": {"kwargs": {"n_positions": 45000, "pixels": 300, "d_model": 64}},
     "check_pair_block": {},
@@ -51,6 +59,12 @@ SETTINGS: dict[str, dict] = {
     "check_score_prediction": {"kwargs": {"q": _q, "k": _k, "m": 50, "n": 40}},
     "check_bytes_moved": {},
     "check_predicted_time": {},
+    "check_concat_offset": {},
+    "check_length_for_share": {},
+    "check_weight_conversion": {},
+    "check_angle_fix": {},
+    "check_full_turns": {},
+    "check_conversion_traffic": {},
     # checkers other branches add (entries for names that do not exist are ignored)
     "check_alias_period": {"kwargs": {"column": 14, "d_model": 32, "n_positions": 30000, "rows": 100}},
     "check_precision_fix": {},
@@ -58,15 +72,16 @@ SETTINGS: dict[str, dict] = {
     "check_order_breakers": {},
     "check_alibi_slopes": {},
     "check_t5_bucket": {},
-    "check_critical_pair": {},
+    "check_out_of_range": {},
     "check_ntk_base": {
         "kwargs": {"new_base": 1.0},
         "answers": ["scale", "new_base"],
-        "good": {"scale": 4.0, "new_base": 10000.0 * 4.0 ** (128 / 126)},
+        "good": {"scale": 8.0, "new_base": 10000.0 * 8.0 ** (96 / 94)},
     },
-    "check_yarn_range": {},
     "check_rotary_reach": {"kwargs": {"base": 3e5, "head_dim": 12}},
     "check_t5_scores": {},
+    "check_yarn_frequencies": {},
+    "check_stretch_ratio": {},
     "check_image_text_ids": {},
     "check_window_pairs": {},
     "check_mla_scores": {},
@@ -312,6 +327,31 @@ def _add_positions(x, table, p, training):
     return torch.nn.functional.dropout(x + table[: x.shape[1]], p=p, training=training)
 
 
+def _sin_only_norm(pos, d_model):
+    return math.sqrt(2 * sum(math.sin(pos / 10000 ** (2 * i / d_model)) ** 2 for i in range(d_model // 2)))
+
+
+def _window(start, n, d):
+    return (
+        sinusoidal_table(start + n, d, dtype=torch.float64)[start:].float() if start < 10 else _window_far(start, n, d)
+    )
+
+
+def _window_far(start, n, d):
+    pos = torch.arange(start, start + n, dtype=torch.float64)[:, None]
+    angles = pos * 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    return torch.stack((angles.sin(), angles.cos()), -1).flatten(1).float()
+
+
+class _AddPositions(nn.Module):
+    def __init__(self, table, p):
+        super().__init__()
+        self.table, self.drop = table, nn.Dropout(p)
+
+    def forward(self, x):
+        return self.drop(x + self.table[: x.shape[1]])
+
+
 def _shift(pe_pos, pe_k):
     s, c = pe_pos[0::2], pe_pos[1::2]
     sk, ck = pe_k[0::2], pe_k[1::2]
@@ -345,6 +385,10 @@ CORRECT = {
     "check_bug_test": _numpy_test,
     "check_mystery": "shifted_cos_exponent",
     "check_dropout_fix": _add_positions,
+    "check_sin_only_norm": _sin_only_norm,
+    "check_window_table": _window,
+    "check_dropout_module": _AddPositions,
+    "check_context_base": np.float32((1_000_000 / (2 * math.pi)) ** (128 / 126)),
     "check_predicted_wavelength": torch.tensor(2 * math.pi * 500000 ** (64 / 128)),
     "check_first_honest_column": torch.tensor(28),
     "check_pair_block": np.array(_block()),
@@ -357,6 +401,16 @@ CORRECT = {
     "check_score_prediction": None,  # filled below (needs apply_rope)
     "check_bytes_moved": 4 * (2 * 8 * 512 * 768 + 768),
     "check_predicted_time": 2 * 32 * 4096 * 128 * 2 / 2e12 * 1e6,
+    "check_concat_offset": lambda k, d, base=10000.0: _concat_offset(k, d, base),
+    "check_length_for_share": np.int64(17),
+    "check_weight_conversion": lambda W, heads: (
+        _to_half(W.view(heads, -1, W.shape[1]).transpose(1, 2)).transpose(1, 2).reshape(W.shape)
+    ),
+    "check_angle_fix": lambda p, d, base=10000.0: _cos_sin(p, d, base),
+    "check_full_turns": lambda d, base, context: sum(
+        2 * math.pi * base ** (2 * i / d) <= context for i in range(d // 2)
+    ),
+    "check_conversion_traffic": torch.tensor(9.0),
     "check_image_text_ids": np.array(
         [
             [0, 1, 2, 3, 4, 4, 4, 4, 4, 4, 7, 8],
@@ -385,6 +439,18 @@ CORRECT = {
         @ __import__("pe_lessons").apply_rope(k_rope, positions).transpose(-2, -1)
     ),
 }
+
+
+def _concat_offset(k, d_model, base):
+    from pe_lessons.offsets import offset_matrix
+
+    perm = torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
+    return offset_matrix(k, d_model, base)[perm][:, perm].numpy()  # a NumPy array is fine too
+
+
+def _cos_sin(positions, head_dim, base):
+    angles = positions.double()[:, None] * base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    return angles.cos().float(), angles.sin().float()
 
 
 @pytest.mark.parametrize("name", [n for n in CHECKERS if n in CORRECT])
@@ -509,10 +575,219 @@ def test_feedback_prints_as_one_line_and_is_truthy_when_ok():
     assert repr(exercises.Feedback(False, "no")) == "❌ no" and not exercises.Feedback(False, "x")
 
 
-def test_new_checkers_are_exported_at_the_end_of_their_modules():
-    from pe_lessons.exercises import nb01, nb02, nb04
+def test_every_checker_is_exported_by_its_module_and_the_package():
+    import importlib
+    import inspect
 
-    assert nb01.__all__[-1] == "check_offset_dot" and nb02.__all__[-1] == "check_precision_fix"
-    assert nb04.__all__[-2:] == ["alias_period", "check_alias_period"]
-    for name in ("check_offset_dot", "check_precision_fix", "check_alias_period"):
-        assert name in exercises.__all__
+    for number in range(1, 12):
+        module = importlib.import_module(f"pe_lessons.exercises.nb{number:02d}")
+        defined = {
+            name
+            for name, fn in inspect.getmembers(module, inspect.isfunction)
+            if name.startswith("check_") and fn.__module__ == module.__name__
+        }
+        assert defined, f"{module.__name__} defines no checker"
+        assert defined <= set(module.__all__), f"{module.__name__}: not in __all__: {defined - set(module.__all__)}"
+        assert defined <= set(exercises.__all__) and all(getattr(exercises, name) for name in defined)
+
+
+# ---------------------------------------------------------------- time limits: a student's loop never hangs a checker
+
+
+def _loop(*args, **kwargs):
+    while True:
+        pass
+
+
+class _LoopingModule(nn.Module):
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(6, 4))
+
+    def forward(self, x):
+        while True:
+            pass
+
+
+def _swallowing_loop(*args, **kwargs):  # `except Exception` inside the loop must not defeat the limit
+    while True:
+        try:
+            while True:
+                pass
+        except Exception:
+            pass
+
+
+def _no_timer_left():
+    import signal
+
+    if hasattr(signal, "setitimer"):
+        assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+        assert signal.getsignal(signal.SIGALRM) is not _feedback._on_alarm
+
+
+@pytest.mark.parametrize("name", CHECKERS)
+def test_a_student_loop_that_never_ends_gets_feedback_within_the_limit(name, monkeypatch):
+    """Every public checker (a new one too), every answer parameter: a function, a class or a module
+    whose forward never returns is stopped and named — never a hang, never ✅."""
+    import time
+
+    monkeypatch.setattr(_feedback, "TIME_LIMIT", 0.2)
+    monkeypatch.setattr(_feedback, "CHECK_TIME_LIMIT", 1.0)
+    check = getattr(exercises, name)
+    for which in _answer_params(name):
+        for answer in (_loop, _LoopingModule, _swallowing_loop):
+            args, kwargs = _call_args(name, which, answer)
+            start = time.monotonic()
+            feedback = check(*args, **kwargs)
+            took = time.monotonic() - start
+            assert not feedback.ok, (name, which, feedback)
+            assert took < 1.5, f"{name} took {took:.1f} s on a looping {answer.__name__}"
+            if took >= 0.2:  # it ran the student's code: the message says why it stopped
+                assert "did not return within" in feedback.message and "a loop that never ends?" in feedback.message
+            _no_timer_left()
+
+
+def test_time_limit_stops_loops_and_sleeps_and_leaves_no_timer():
+    import time
+
+    for fn, args in ((_loop, ()), (_swallowing_loop, ()), (time.sleep, (30,))):
+        start = time.monotonic()
+        value, problem = _feedback.attempt("f()", fn, *args, seconds=0.2)
+        assert value is None and problem is not None and time.monotonic() - start < 1.0
+        assert problem.message == "f(): your function did not return within 0.2 s: a loop that never ends?"
+        _no_timer_left()
+    assert _feedback.attempt("g(2)", lambda x: x * 3, 2, seconds=0.2) == (6, None)
+    _no_timer_left()
+
+
+def test_time_limits_nest_and_restore_a_timer_set_before():
+    import signal
+    import time
+
+    if not hasattr(signal, "setitimer"):
+        pytest.skip("no SIGALRM on this platform")
+    fired = []
+    old = signal.signal(signal.SIGALRM, lambda s, f: fired.append(time.monotonic()))
+    try:
+        start = time.monotonic()
+        signal.setitimer(signal.ITIMER_REAL, 0.6)
+        with _feedback.time_limit(0.3):
+            value, problem = _feedback.attempt("inner()", _loop, seconds=5.0)  # the outer limit is nearer
+        assert value is None and "within 0.3 s" in problem.message and time.monotonic() - start < 0.5
+        assert not fired  # the earlier timer is not due yet …
+        time.sleep(0.5)
+        assert len(fired) == 1 and 0.5 < fired[0] - start < 0.9  # … and fires on time afterwards
+        signal.setitimer(signal.ITIMER_REAL, 0.1)  # a timer that falls due during our limit still fires
+        fired.clear()
+        _feedback.attempt("h()", _loop, seconds=0.4)
+        assert len(fired) == 1
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    _no_timer_left()
+
+
+def test_time_limit_off_the_main_thread_uses_the_trace_fallback():
+    import sys
+    import threading
+    import time
+
+    results = []
+
+    def run():
+        start = time.monotonic()
+        results.append((_feedback.attempt("t()", _loop, seconds=0.2), time.monotonic() - start, sys.gettrace()))
+
+    if sys.gettrace() is not None:
+        pytest.skip("a tracer (debugger, coverage) is active: the fallback steps aside for it")
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(5)
+    assert not thread.is_alive()
+    (value, problem), took, tracer_after = results[0]
+    assert value is None and "did not return within 0.2 s" in problem.message and took < 1.0
+    assert tracer_after is None  # no trace function left behind
+
+
+# ---------------------------------------------------------------- right answers in every ordinary type
+
+
+def _forms(value):
+    """The same number as a Python int/float, NumPy scalar, 0-d and 1-element array/tensor."""
+    forms = [value, float(value), np.float64(value), np.float32(value), torch.tensor(float(value), dtype=torch.float64)]
+    forms += [np.array(float(value)), torch.tensor([float(value)], dtype=torch.float64)]
+    if float(value) == int(value):
+        forms += [int(value), np.int64(int(value)), torch.tensor(int(value)), np.array([int(value)])]
+    return forms
+
+
+@pytest.mark.parametrize("value", [6, 6.0, np.int32(6), np.float32(6.0), torch.tensor(6.0), torch.tensor([6])])
+def test_as_integer_takes_an_integer_in_any_ordinary_form(value):
+    assert _feedback.as_integer(value) == (6, None)
+
+
+@pytest.mark.parametrize("value", [6.5, np.float32(6.5), torch.tensor(6.5), "6", True, math.nan, math.inf])
+def test_as_integer_refuses_non_integers_by_name(value):
+    got, problem = _feedback.as_integer(value)
+    assert got is None and not problem.ok and problem.message.startswith("Answer with")
+
+
+def test_as_values_keeps_python_floats_in_float64():
+    row = [0.1, 1 / 3, math.pi]
+    values, problem = _feedback.as_values(row)
+    assert problem is None and values.dtype == torch.float64 and values.tolist() == row  # no float32 round trip
+    for form in (tuple(row), np.array(row), torch.tensor(row, dtype=torch.float64), [np.float64(v) for v in row]):
+        assert _feedback.as_values(form)[0].tolist() == row
+    assert _feedback.as_values([torch.tensor(0.5), 2])[0].tolist() == [0.5, 2.0]
+    for bad in ("abc", [1 + 1j], [[1, 2], [3]], torch.ones(2, device="meta"), np.array([True]), [object()]):
+        assert _feedback.as_values(bad)[0] is None and not _feedback.as_values(bad)[1].ok
+    assert _feedback.precision(torch.ones(1)) == 2.0**-23 and _feedback.precision([1.0]) == 2.0**-52
+
+
+@pytest.mark.parametrize(
+    "name",
+    [n for n in CHECKERS if n in CORRECT and isinstance(CORRECT[n], (int, float, np.number, torch.Tensor))],
+)
+def test_correct_numbers_pass_in_every_ordinary_type(name, monkeypatch):
+    monkeypatch.setattr(_feedback, "STRICT", True)
+    want = CORRECT[name]
+    if name == "check_first_honest_column":
+        want = next(j for j in range(64) if 2 * math.pi * 10000 ** (2 * (j // 2) / 64) > 2 * 45000 / 300)
+    want = want.item() if isinstance(want, (torch.Tensor, np.generic)) else want
+    for form in _forms(want):
+        args, kwargs = _call_args(name, _answer_params(name)[0], form)
+        feedback = getattr(exercises, name)(*args, **kwargs)
+        assert feedback.ok, (name, form, feedback)
+
+
+def test_dropout_fix_refuses_a_function_that_drops_everything():
+    def drop_all(x, table, p, training):
+        out = x + table[: x.shape[1]]
+        return torch.zeros_like(out) if training else out
+
+    feedback = exercises.check_dropout_fix(drop_all)
+    assert not feedback.ok and "0% of the entries were kept" in feedback.message
+    assert exercises.check_dropout_fix(_add_positions).ok
+
+
+class _OffByOne(nn.Module):
+    def __init__(self, max_len, d_model, shift=0):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(max_len, d_model))
+        self.max_len, self.shift = max_len, shift
+
+    def forward(self, x):
+        if x.shape[1] > self.max_len + self.shift:
+            raise ValueError(f"seq_len {x.shape[1]} > max_len {self.max_len}")
+        return x + torch.cat([self.weight, self.weight])[: x.shape[1]]
+
+
+@pytest.mark.parametrize("shift", [-1, 1])
+def test_learned_module_catches_an_off_by_one_either_way(shift):
+    cls = functools.partial(_OffByOne, shift=shift)
+    cls.__name__ = "OffByOne"
+    feedback = exercises.check_learned_module(cls)
+    assert not feedback.ok, feedback
+    assert ("off by one" in feedback.message) if shift < 0 else ("7 positions" in feedback.message)
+    assert exercises.check_learned_module(functools.partial(_OffByOne, shift=0)).ok

@@ -74,3 +74,50 @@ def test_numpy_integers_are_column_indices():
     assert "not long enough" in ex.check_first_slow_column(np.int64(0), length=1000, d_model=8).message
     assert ex.check_first_slow_column(np.int64(36), length=1000, d_model=64).ok
     assert ex.check_first_slow_column(torch.tensor(36), length=1000, d_model=64).ok
+
+
+# ---------------------------------------------------------------- 01: the sin-only row norms
+def sin_only_norm(pos, d_model):
+    return math.sqrt(2 * sum(math.sin(pos / 10000 ** (2 * i / d_model)) ** 2 for i in range(d_model // 2)))
+
+
+def test_sin_only_norm_accepts_the_formula_and_a_table_in_any_type():
+    assert ex.check_sin_only_norm(sin_only_norm).ok
+    assert ex.check_sin_only_norm(lambda p, d: torch.tensor(sin_only_norm(p, d))).ok
+    assert ex.check_sin_only_norm(lambda p, d: np.float64(sin_only_norm(p, d))).ok
+
+    def by_table(p, d):  # building the buggy row and measuring it is right too
+        row = torch.tensor(pe_formula(p, d), dtype=torch.float64)
+        return row[0::2].repeat_interleave(2).norm()
+
+    assert ex.check_sin_only_norm(by_table).ok
+
+
+@pytest.mark.parametrize(
+    "answer, words",
+    [
+        (lambda p, d: math.sqrt(d / 2), "norm of the correct table"),
+        (lambda p, d: sin_only_norm(p, d) ** 2, "squared norm"),
+        (lambda p, d: sin_only_norm(p, d) / math.sqrt(2), "count both columns"),
+        (lambda p, d: math.sqrt(2 * sum(math.cos(p / 10000 ** (2 * i / d)) ** 2 for i in range(d // 2))), "cos"),
+        (lambda p, d: sin_only_norm(p, d) + 1, "sin(0)"),
+        (lambda p, d: sin_only_norm(p, d) * (1 + (p == 40)), "sin_only_norm(40, 8)"),
+    ],
+)
+def test_sin_only_norm_names_the_slip(answer, words):
+    feedback = ex.check_sin_only_norm(answer)
+    assert not feedback.ok and words in feedback.message, feedback
+
+
+@pytest.mark.parametrize("answer", JUNK + FUNCTION_JUNK)
+def test_sin_only_norm_never_raises_and_never_passes_junk(answer):
+    feedback = ex.check_sin_only_norm(answer)
+    assert isinstance(feedback, ex.Feedback) and not feedback.ok and feedback.message
+
+
+def test_wavelength_to_one_decimal():
+    want = 2 * math.pi * 10000 ** (10 / 64)  # 26.50
+    assert ex.check_wavelength(round(want, 1), column=10, d_model=64).ok
+    for whole in (26, 27):
+        feedback = ex.check_wavelength(whole, column=10, d_model=64)
+        assert not feedback.ok and "one decimal" in feedback.message

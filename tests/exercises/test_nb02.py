@@ -4,6 +4,7 @@ right answers pass, the usual slips are named, any input gets feedback."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -23,7 +24,7 @@ def textbook32(max_len, d_model):
 def test_check_table_function():
     assert ex.check_table_function(lambda n, d: sinusoidal_table(n, d)).ok
     cases = [
-        (textbook32, "rounded to float32"),
+        (textbook32, "rounds to float32"),
         (lambda n, d: textbook32(n, d)[:, 0::2].repeat_interleave(2, dim=1), "sin where cos belongs"),
         (lambda n, d: textbook32(n, d).view(n, -1, 2).flip(-1).flatten(-2), "swapped"),
         (lambda n, d: torch.cat([textbook32(n, d)[:, 0::2], textbook32(n, d)[:, 1::2]], 1), "concatenated"),
@@ -65,7 +66,7 @@ def test_precision_fix_accepts_float64_angles_and_the_package_table():
 @pytest.mark.parametrize(
     "answer, words",
     [
-        (classmate_table, "ω itself is still rounded to float32"),
+        (classmate_table, "grows in proportion to pos"),
         (lambda n, d: sinusoidal_table(n, d, dtype=torch.float64), "the model wants float32"),
         (textbook_table, "some step still rounds to float32"),
         (lambda n, d: fixed_table(n, d)[:, torch.arange(d).view(-1, 2).flip(1).flatten()], "layout"),
@@ -104,3 +105,88 @@ def test_a_table_with_nan_is_not_correct(where):
     assert not feedback.ok and "NaN" in feedback.message
     if where != "all":
         assert f"position {where}, column 3" in feedback.message
+
+
+# ---------------------------------------------------------------- what the table checkers enforce
+def test_table_function_wants_float32_and_no_loop():
+    feedback = ex.check_table_function(lambda n, d: sinusoidal_table(n, d, dtype=torch.float64))
+    assert not feedback.ok and "float32" in feedback.message
+
+    def loop_table(n, d):  # right values, one row at a time
+        return torch.stack([sinusoidal_table(p + 1, d)[p] for p in range(n)])
+
+    feedback = ex.check_table_function(loop_table)
+    assert not feedback.ok and "loop over positions" in feedback.message
+
+    def comprehension(n, d):  # a list comprehension is a loop too
+        return torch.tensor([[math.sin(p) for _ in range(d)] for p in range(n)], dtype=torch.float32)
+
+    assert "loop over positions" in ex.check_table_function(comprehension).message
+
+
+def test_classmate_feedback_measures_without_naming_the_fix():
+    feedback = ex.check_precision_fix(classmate_table)
+    assert not feedback.ok and "relative" in feedback.message
+    assert "float64" not in feedback.message and "Compute ω" not in feedback.message
+    # the relative error it quotes is the one of the classmate's float32 ω (a few 1e-7), measured on the table
+    quoted = float(re.search(r"off by a relative ([0-9.e+-]+?)\.?\s", feedback.message).group(1))
+    i = torch.arange(0, 16, 2, dtype=torch.float32)
+    omega32 = torch.exp(i * (-math.log(10000.0) / 16)).double()
+    true = 10000.0 ** (-torch.arange(0, 16, 2, dtype=torch.float64) / 16)
+    rel = ((omega32 - true).abs() / true).max().item()
+    assert 0.5 * rel <= quoted <= 2 * rel or quoted == 0.0  # one significant digit
+
+
+def window(start, n, d, dtype=torch.float64):
+    pos = torch.arange(start, start + n, dtype=dtype)[:, None]
+    angles = pos * 10000.0 ** (-torch.arange(0, d, 2, dtype=dtype) / d)
+    return torch.stack((angles.sin(), angles.cos()), -1).flatten(1).float()
+
+
+def test_window_table_accepts_float64_positions_cast_last():
+    assert ex.check_window_table(window).ok
+
+
+@pytest.mark.parametrize(
+    "answer, words",
+    [
+        (lambda s, n, d: window(s, n, d, torch.float32), "neighbouring float32 numbers"),
+        (lambda s, n, d: sinusoidal_table(s + n, d)[s:], "rows before `start`"),
+        (lambda s, n, d: torch.cat([window(s + p, 1, d) for p in range(n)]), "loop over positions"),
+        (lambda s, n, d: window(s, n, d).double(), "float32"),
+        (lambda s, n, d: window(s, n, d)[:, : d // 2], "shape"),
+        (lambda s, n, d: window(s, n, d).view(n, -1, 2).flip(-1).flatten(1), "swapped"),
+        (lambda s, n, d: window(s, n, d)[:, 0::2].repeat_interleave(2, 1), "sin where cos belongs"),
+        (lambda s, n, d: window(s + 1, n, d), "off by"),
+    ],
+)
+def test_window_table_names_what_is_wrong(answer, words):
+    feedback = ex.check_window_table(answer)
+    assert not feedback.ok and words in feedback.message, feedback
+
+
+@pytest.mark.parametrize("answer", JUNK + FUNCTION_JUNK)
+def test_window_table_never_raises_and_never_passes_junk(answer):
+    feedback = ex.check_window_table(answer)
+    assert isinstance(feedback, ex.Feedback) and not feedback.ok and feedback.message
+
+
+def test_a_function_that_never_returns_is_stopped_by_the_loop_probe_too(monkeypatch):
+    import threading
+
+    from pe_lessons.exercises import _feedback
+
+    monkeypatch.setattr(_feedback, "TIME_LIMIT", 0.5)
+
+    def forever(*args):
+        while True:
+            pass
+
+    for check in (ex.check_table_function, ex.check_window_table):
+        feedback = check(forever)
+        assert not feedback.ok and "did not return" in feedback.message
+    found = {}  # off the main thread the limit traces lines: the probe's own tracer must keep it working
+    thread = threading.Thread(target=lambda: found.update(window=ex.check_window_table(forever)))
+    thread.start()
+    thread.join(30)
+    assert not thread.is_alive() and "did not return" in found["window"].message

@@ -78,3 +78,29 @@ def test_alias_checker_remainder_slip():
 def test_alias_checker_never_raises_and_never_passes_junk(answer):
     feedback = ex.check_alias_period(answer, **ALIAS)
     assert isinstance(feedback, ex.Feedback) and not feedback.ok and feedback.message
+
+
+# ---------------------------------------------------------------- 04: a base for a long context
+def test_context_base():
+    from pe_lessons.exercises.nb04 import check_context_base, context_base
+
+    want = context_base(1_000_000, 128)
+    lam = 2 * math.pi * want ** (126 / 128)  # the slowest pair's wavelength
+    assert abs(lam - 1_000_000) < 1e-6 * 1_000_000
+    assert check_context_base(want).ok and check_context_base(round(want, -2)).ok
+    assert check_context_base(np.float64(want)).ok and check_context_base(torch.tensor(want)).ok
+    assert check_context_base(int(want)).ok
+    assert "d_model/2 − 1" in check_context_base(1_000_000 / (2 * math.pi)).message
+    assert "2π" in check_context_base(1_000_000 ** (128 / 126)).message
+    assert "upside down" in check_context_base((1_000_000 / (2 * math.pi)) ** (126 / 128)).message
+    assert "wavelength is" in check_context_base(500_000).message
+    assert "above 1" in check_context_base(0.5).message
+    assert not check_context_base(want * 1.02).ok  # 3 significant digits
+
+
+@pytest.mark.parametrize("answer", JUNK)
+def test_context_base_never_raises_and_never_passes_junk(answer):
+    from pe_lessons.exercises.nb04 import check_context_base
+
+    feedback = check_context_base(answer)
+    assert isinstance(feedback, ex.Feedback) and not feedback.ok and feedback.message

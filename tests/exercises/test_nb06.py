@@ -202,3 +202,70 @@ def test_facts_positions_break_equivariance(scheme):  # (d), (f)
     plain = ToyTransformer(10, 4, scheme="none").double()
     with torch.no_grad():
         assert (plain(tokens[:, PERM]) - plain(tokens)[:, PERM]).abs().max().item() < 1e-12
+
+
+class _RefusesMaxLen(_NoCheck):  # off by one: seq == max_len has a row for every position, yet is refused
+    def forward(self, x):
+        if x.shape[1] >= self.weight.shape[0]:
+            raise ValueError(f"sequence length {x.shape[1]} is too long for max_len {self.weight.shape[0]}")
+        return super().forward(x)
+
+
+class _AcceptsOneTooMany(_NoCheck):  # off by one the other way: max_len + 1 slips through
+    def forward(self, x):
+        if x.shape[1] > self.weight.shape[0] + 1:
+            raise ValueError(f"sequence length {x.shape[1]} is too long for max_len {self.weight.shape[0]}")
+        return x + torch.cat([self.weight, self.weight[-1:]])[: x.shape[1]]
+
+
+class _HugeStart(LearnedPositionalEmbedding):
+    def __init__(self, max_len, d_model):
+        super().__init__(max_len, d_model, init_std=1e6)
+
+
+class _FixedSize(_NoCheck):  # written for the notebook's sizes only
+    def __init__(self, max_len, d_model):
+        super().__init__(6, 4)
+
+    def forward(self, x):
+        if x.shape[1] > 6:
+            raise ValueError(f"sequence length {x.shape[1]} is too long for max_len 6")
+        return super().forward(x)
+
+
+def test_check_learned_module_enforces_the_task():
+    refuses = check_learned_module(_RefusesMaxLen)
+    assert not refuses.ok and "off by one" in refuses.message
+    one_more = check_learned_module(_AcceptsOneTooMany)
+    assert not one_more.ok and "without an error" in one_more.message
+    huge = check_learned_module(_HugeStart)
+    assert not huge.ok and "small random values" in huge.message
+    fixed = check_learned_module(_FixedSize)
+    assert not fixed.ok and "[3, 8]" in fixed.message
+    good = check_learned_module(LearnedPositionalEmbedding)
+    assert good.ok and "[3, 8]" in good.message and "[10, 2]" in good.message
+
+
+def test_check_length_for_share():
+    from pe_lessons.exercises.nb06 import check_length_for_share
+
+    assert 12 * 11 / (16 * 15) > 0.5 > 12 * 11 / (17 * 16)
+    assert check_length_for_share(17).ok and check_length_for_share(torch.tensor(17)).ok
+    assert check_length_for_share(np_int(17)).ok
+    assert check_length_for_share(9, max_len=6).ok and 6 * 5 / (9 * 8) < 0.5 < 6 * 5 / (8 * 7)  # another size
+    assert "still" in check_length_for_share(16).message
+    assert "shortest" in check_length_for_share(20).message
+    assert "Twice" in check_length_for_share(24).message
+    assert "every marker" in check_length_for_share(10).message
+    assert "whole number" in check_length_for_share(16.5).message
+    assert "Not answered" in check_length_for_share(None).message
+    for wrong in (16, 18, 20, 24):
+        assert "17" not in check_length_for_share(wrong).message  # never the answer
+    with pytest.raises(ValueError):
+        check_length_for_share(17, share=1.5)
+
+
+def np_int(value):
+    import numpy as np
+
+    return np.int64(value)

@@ -40,3 +40,74 @@ def test_exercise_checkers_accept_answers_and_name_mistakes():
         "Offset sign"
         in check_score_prediction(float(rope_complex_reference(q[None], [-10]) @ k.double()), q, k, 5000, 4990).message
     )
+
+
+def _convert(W, heads):
+    from pe_lessons.rotary import to_half_layout
+
+    return to_half_layout(W.view(heads, W.shape[0] // heads, W.shape[1]), dim=1).reshape(W.shape)
+
+
+def test_check_weight_conversion_finds_the_per_head_bug():
+    from pe_lessons.exercises.nb07 import check_weight_conversion
+    from pe_lessons.rotary import to_half_layout
+
+    assert check_weight_conversion(_convert).ok
+    whole = check_weight_conversion(lambda W, heads: W[to_half_layout(torch.arange(W.shape[0]))])
+    assert not whole.ok and "one head" in whole.message
+    inverse = check_weight_conversion(
+        lambda W, heads: to_interleaved_layout(W.view(heads, -1, W.shape[1]), dim=1).reshape(W.shape)
+    )
+    assert "inverse" in inverse.message
+    assert "columns" in check_weight_conversion(lambda W, heads: to_half_layout(W, dim=1)).message
+    assert "nothing moved" in check_weight_conversion(lambda W, heads: W).message
+    hard_coded = check_weight_conversion(lambda W, heads: _convert(W, 2))  # written for 2 heads only
+    assert not hard_coded.ok and "heads=4" in hard_coded.message
+    assert "Not answered" in check_weight_conversion(None).message
+    assert not check_weight_conversion(lambda W, heads: W.tolist()).ok
+
+
+def _cos_sin(positions, head_dim, base=10000.0, dtype=torch.float64, matmul=False):
+    inv = base ** (-torch.arange(0, head_dim, 2, dtype=dtype) / head_dim)
+    angles = (inv[:, None] @ positions[None, :].to(dtype)).T if matmul else positions.to(dtype)[:, None] * inv
+    return angles.cos().float(), angles.sin().float()
+
+
+def test_check_angle_fix_runs_under_autocast_and_names_the_bug():
+    from pe_lessons.exercises.nb07 import check_angle_fix
+
+    assert check_angle_fix(_cos_sin).ok
+    autocast_bug = check_angle_fix(lambda p, d, base=1e4: _cos_sin(p, d, base, torch.float32, matmul=True))
+    assert not autocast_bug.ok and "autocast" in autocast_bug.message
+    float32_angles = check_angle_fix(lambda p, d, base=1e4: _cos_sin(p, d, base, torch.float32))
+    assert not float32_angles.ok and "float64" in float32_angles.message
+    swapped = check_angle_fix(lambda p, d, base=1e4: _cos_sin(p, d, base)[::-1])
+    assert "swapped" in swapped.message
+    ignores_base = check_angle_fix(lambda p, d, base=1e4: _cos_sin(p, d))
+    assert not ignores_base.ok and "base=500000" in ignores_base.message
+    repeated = check_angle_fix(lambda p, d, base=1e4: tuple(t.repeat(1, 2) for t in _cos_sin(p, d, base)))
+    assert "one column per pair" in repeated.message
+    as_float64 = check_angle_fix(lambda p, d, base=1e4: tuple(t.double() for t in _cos_sin(p, d, base)))
+    assert not as_float64.ok and "float32" in as_float64.message
+    assert not torch.is_autocast_enabled("cpu")  # the checker's autocast does not leak
+    assert "Not answered" in check_angle_fix(None).message
+
+
+def test_check_full_turns_probes_several_settings():
+    import math
+
+    from pe_lessons.exercises.nb07 import check_full_turns
+
+    def turns(head_dim, base, context):
+        return sum(2 * math.pi * base ** (2 * i / head_dim) <= context for i in range(head_dim // 2))
+
+    assert turns(128, 500_000, 8192) == 35 and turns(128, 10_000, 4096) == 46
+    assert check_full_turns(turns).ok
+    assert check_full_turns(lambda *a: torch.tensor(turns(*a))).ok  # a 0-d tensor is a number too
+    assert "do NOT" in check_full_turns(lambda h, b, c: h // 2 - turns(h, b, c)).message
+    assert "off by one" in check_full_turns(lambda h, b, c: turns(h, b, c) + 1).message
+    assert "2π" in check_full_turns(lambda h, b, c: sum(b ** (2 * i / h) <= c for i in range(h // 2))).message
+    hard_coded = check_full_turns(lambda h, b, c: 46)
+    assert not hard_coded.ok and "46" in hard_coded.message and "35" not in hard_coded.message
+    assert not check_full_turns(lambda h, b, c: 35.5).ok
+    assert "Not answered" in check_full_turns(None).message

@@ -1,68 +1,145 @@
-"""Checkers of notebook 10 (critical pair, NTK base, YaRN range):
-right answers pass, the usual slips are named, any input gets feedback."""
+"""Checkers of notebook 10 (NTK out-of-range pairs, NTK base, YaRN debug, stretch ratio):
+right answers pass in any ordinary type, the usual slips get a hint without the answer, any input gets feedback."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
-from pe_lessons.exercises.nb10 import CRITICAL, NTK, YARN, check_critical_pair, check_ntk_base, check_yarn_range
+from pe_lessons.exercises.nb10 import (
+    NTK_BASE,
+    OUT_OF_RANGE,
+    STRETCH,
+    YARN_PROBES,
+    check_ntk_base,
+    check_out_of_range,
+    check_stretch_ratio,
+    check_yarn_frequencies,
+)
 from pe_lessons.rotary import rope_frequencies, scaled_frequencies
 
-JUNK = [float("nan"), float("inf"), "46", [1, 2, 3], torch.tensor([1.0, 2.0]), object(), True, -1e300]
+from .junk import FUNCTION_JUNK, JUNK
 
 
-def test_critical_pair():
-    d, base, L = CRITICAL["head_dim"], CRITICAL["base"], CRITICAL["train_len"]
-    wavelengths = 2 * math.pi / rope_frequencies(d, base)
-    right = int((wavelengths >= L).nonzero()[0])  # found by scanning, not by the closed form
-    assert check_critical_pair(right).ok and check_critical_pair(float(right)).ok
-    assert check_critical_pair(torch.tensor(right)).ok
-    assert not check_critical_pair(None).ok and "Not answered" in check_critical_pair(None).message
-    assert "round up" in check_critical_pair(right - 1).message
-    assert "feature index" in check_critical_pair(2 * right).message
-    assert "2π" in check_critical_pair(math.ceil(d * math.log(L) / (2 * math.log(base)))).message
-    for junk in JUNK + [right + 0.5, 10**6]:
-        feedback = check_critical_pair(junk)
+def _out_of_range_by_scan():
+    # found from the frequencies, not from the closed form the checker uses
+    p = OUT_OF_RANGE
+    d, L, s = p["head_dim"], p["train_len"], p["factor"]
+    theta = rope_frequencies(d, p["base"])
+    theta_ntk = rope_frequencies(d, p["base"] * s ** (d / (d - 2)))
+    return [j for j in range(d // 2) if L * theta[j] < 2 * math.pi and s * L * theta_ntk[j] > L * theta[j] * (1 + 1e-9)]
+
+
+def test_out_of_range():
+    right = _out_of_range_by_scan()
+    assert right == list(range(21, 31))
+    for form in (right, tuple(right), set(right), range(right[0], right[-1] + 1), torch.tensor(right), np.array(right)):
+        assert check_out_of_range(form).ok, form
+    assert check_out_of_range([float(j) for j in right]).ok
+    for wrong in (right + [31], [20] + right, right[1:], []):
+        feedback = check_out_of_range(wrong)
+        assert not feedback.ok and feedback.message
+        assert str(right) not in feedback.message and f"{right[0]}…{right[-1]}" not in feedback.message
+    assert "slowest" in check_out_of_range(right + [31]).message or "31" in check_out_of_range(right + [31]).message
+    assert "completes a turn" in check_out_of_range([20] + right).message
+    assert "missing" in check_out_of_range(right[1:]).message
+    assert "Not answered" in check_out_of_range(None).message
+    for junk in [*JUNK, "21", 3, [1.5], [64]]:
+        feedback = check_out_of_range(junk)
         assert not feedback.ok and feedback.message
 
 
-def test_ntk_base():
-    s = NTK["target_len"] / NTK["train_len"]
-    d = NTK["head_dim"]
-    right = NTK["base"] * s ** (d / (d - 2))
+def test_ntk_base_accepts_the_printed_precision():
+    s = NTK_BASE["target_len"] / NTK_BASE["train_len"]
+    d = NTK_BASE["head_dim"]
+    exact = NTK_BASE["base"] * s ** (d / (d - 2))
     # the defining property, checked independently: fastest pair kept, slowest slowed by exactly s
-    theta, new = rope_frequencies(d, NTK["base"]), rope_frequencies(d, right)
+    theta, new = rope_frequencies(d, NTK_BASE["base"]), rope_frequencies(d, exact)
     assert new[0] == theta[0] and math.isclose((theta[-1] / new[-1]).item(), s, rel_tol=1e-12)
-    assert check_ntk_base(s, right).ok and check_ntk_base(torch.tensor(s), torch.tensor(right)).ok
-    assert "inverse" in check_ntk_base(1 / s, right).message
-    assert "s^((d-2)/d)" in check_ntk_base(s, NTK["base"] * s).message
-    assert "upside down" in check_ntk_base(s, NTK["base"] * s ** ((d - 2) / d)).message
-    assert not check_ntk_base(None, right).ok and "Not answered" in check_ntk_base(s, None).message
+    for scale, base in (
+        (s, exact),
+        (int(s), round(exact)),
+        (s, int(exact)),
+        (np.float32(s), np.int64(round(exact))),
+        (torch.tensor(s), torch.tensor(exact)),
+        (s, float(f"{exact:.0f}")),
+    ):
+        assert check_ntk_base(scale, base).ok, (scale, base)
+    assert not check_ntk_base(s, exact + 1.5).ok
+    assert "inverse" in check_ntk_base(1 / s, exact).message
+    assert "s^((d-2)/d)" in check_ntk_base(s, NTK_BASE["base"] * s).message
+    assert "upside down" in check_ntk_base(s, NTK_BASE["base"] * s ** ((d - 2) / d)).message
+    assert "Not answered" in check_ntk_base(None, exact).message and "Not answered" in check_ntk_base(s, ...).message
     for junk in JUNK:
-        assert not check_ntk_base(s, junk).ok and not check_ntk_base(junk, right).ok
+        if junk is None or junk is Ellipsis:
+            continue
+        assert not check_ntk_base(s, junk).ok and not check_ntk_base(junk, exact).ok
+    # the old notebook's NTK exercise printed 40890 and its checker rejected it: no value printed is rejected now
+    assert f"{round(exact)}" in check_ntk_base(s, round(exact)).message
 
 
-def test_yarn_range():
-    p = YARN
-    # the package's YaRN frequencies show the range: last untouched pair and first fully interpolated one
-    theta = rope_frequencies(p["head_dim"], p["base"])
-    rule = {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": p["train_len"]}
-    scale = theta / scaled_frequencies(p["head_dim"], rule, base=p["base"])[0]
-    low = int((scale == 1).nonzero()[-1])
-    high = int((scale == 8).nonzero()[0])
-    assert check_yarn_range((low, high)).ok and check_yarn_range([float(low), float(high)]).ok
-    assert "Swapped" in check_yarn_range((high, low)).message
-    assert "round the low end down" in check_yarn_range((low + 1, high - 1)).message
-    assert "Not answered" in check_yarn_range(None).message
-    for junk in JUNK + [(1, 2, 3), (low, float("nan")), "ab"]:
-        feedback = check_yarn_range(junk)
+def _yarn(head_dim, base, factor, trained_len, *, reversed_ramp=False, dtype=torch.float64):
+    theta = rope_frequencies(head_dim, base)
+
+    def pair_for(turns):
+        return head_dim * math.log(trained_len / (2 * math.pi * turns)) / (2 * math.log(base))
+
+    low, high = max(math.floor(pair_for(32.0)), 0), min(math.ceil(pair_for(1.0)), head_dim - 1)
+    ramp = ((torch.arange(head_dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+    if reversed_ramp:
+        ramp = 1 - ramp
+    return (theta * (1 - ramp) + theta / factor * ramp).to(dtype)
+
+
+def test_yarn_frequencies():
+    for head_dim, base, factor, trained_len in YARN_PROBES:  # the probes cover several head sizes
+        rule = {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": trained_len}
+        torch.testing.assert_close(
+            _yarn(head_dim, base, factor, trained_len), scaled_frequencies(head_dim, rule, base=base)[0]
+        )
+    assert len({p[0] for p in YARN_PROBES}) >= 3
+    assert check_yarn_frequencies(_yarn).ok
+    assert check_yarn_frequencies(lambda *a: _yarn(*a, dtype=torch.float32)).ok
+    assert check_yarn_frequencies(lambda *a: _yarn(*a).tolist()).ok
+    feedback = check_yarn_frequencies(lambda *a: _yarn(*a, reversed_ramp=True))
+    assert not feedback.ok and "fastest pair" in feedback.message
+    # hard-coded for the first probe only: caught on the others
+    first = _yarn(*YARN_PROBES[0])
+    assert not check_yarn_frequencies(lambda *a: first).ok
+    assert "Not answered" in check_yarn_frequencies(None).message
+    for junk in FUNCTION_JUNK + JUNK:
+        feedback = check_yarn_frequencies(junk)
         assert not feedback.ok and feedback.message
 
 
-@pytest.mark.parametrize("checker", [check_critical_pair, check_yarn_range])
+def test_stretch_ratio():
+    p = STRETCH
+    rule = {
+        "rope_type": "llama3",
+        "factor": p["factor"],
+        "low_freq_factor": p["low_freq_factor"],
+        "high_freq_factor": p["high_freq_factor"],
+        "original_max_position_embeddings": p["train_len"],
+    }
+    theta = rope_frequencies(p["head_dim"], p["base"])
+    theta_rule = scaled_frequencies(p["head_dim"], rule, base=p["base"])[0]
+    divided = torch.isclose(theta / theta_rule, torch.tensor(p["factor"], dtype=torch.float64))
+    right = (p["target_len"] * theta_rule / (p["train_len"] * theta))[divided].max().item()
+    for form in (right, round(right, 2), int(round(right)), torch.tensor(right), np.float64(right), [right]):
+        assert check_stretch_ratio(form).ok, form
+    assert check_stretch_ratio((p["target_len"] - 1) / (p["train_len"] - 1) / p["factor"]).ok  # positions, not lengths
+    for wrong in (16, 1, 0.25, 2):
+        feedback = check_stretch_ratio(wrong)
+        assert not feedback.ok and f"{right:g}" not in feedback.message
+    assert "without any rule" in check_stretch_ratio(16).message
+    for junk in JUNK:
+        assert not check_stretch_ratio(junk).ok
+
+
+@pytest.mark.parametrize("checker", [check_out_of_range, check_stretch_ratio, check_yarn_frequencies])
 def test_checkers_never_raise(checker):
     class Weird:
         def item(self):
@@ -71,9 +148,22 @@ def test_checkers_never_raise(checker):
         def __len__(self):
             raise RuntimeError("boom")
 
-    for value in (Weird(), ..., (Weird(), Weird())):
-        try:
-            feedback = checker(value)
-        except Exception as err:  # pragma: no cover - the point of the test
-            pytest.fail(f"{checker.__name__} raised {err!r}")
-        assert not feedback.ok
+        def __iter__(self):
+            raise RuntimeError("boom")
+
+    for value in (Weird(), (Weird(), Weird())):
+        feedback = checker(value)
+        assert not feedback.ok and feedback.message
+
+
+def test_yarn_checker_stops_a_function_that_never_returns(monkeypatch):
+    from pe_lessons.exercises import _feedback
+
+    monkeypatch.setattr(_feedback, "TIME_LIMIT", 0.5)
+
+    def forever(*args):
+        while True:
+            pass
+
+    feedback = check_yarn_frequencies(forever)
+    assert not feedback.ok and feedback.message

@@ -615,6 +615,34 @@ def _no_timer_left():
         assert signal.getsignal(signal.SIGALRM) is not _feedback._on_alarm
 
 
+def _drop_all(*args, **kwargs):
+    """A function that "drops everything": zeros shaped like its first tensor argument."""
+    first = next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), torch.zeros(3))
+    return torch.zeros_like(first)
+
+
+class _DropAllModule(nn.Module):
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(6, 4))
+
+    def forward(self, x):
+        return torch.zeros_like(x) + 0 * self.weight.sum()
+
+
+@pytest.mark.parametrize("name", CHECKERS)
+def test_a_function_that_drops_everything_never_passes(name, monkeypatch):
+    """Every public checker (a new one too): an answer that returns all zeros is never ✅."""
+    monkeypatch.setattr(_feedback, "STRICT", True)
+    check = getattr(exercises, name)
+    for which in _answer_params(name):
+        for answer in (_drop_all, _DropAllModule):
+            args, kwargs = _call_args(name, which, answer)
+            with torch.random.fork_rng(devices=[]):
+                feedback = check(*args, **kwargs)
+            assert not feedback.ok, (name, which, feedback)
+
+
 @pytest.mark.parametrize("name", CHECKERS)
 def test_a_student_loop_that_never_ends_gets_feedback_within_the_limit(name, monkeypatch):
     """Every public checker (a new one too), every answer parameter: a function, a class or a module

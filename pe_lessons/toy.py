@@ -372,7 +372,7 @@ class ToyTransformer(nn.Module):
         """Refuse, before a forward pass allocates it, any activation past the memory limit: the
         attention scores ``[batch, heads, seq, seq]``, a relative bias and its int64 distances
         ``[heads, seq, seq]``, the MLP's hidden ``[batch, seq, 4·d_model]``, the logits."""
-        heads = cast(EncoderBlock, self.blocks[0]).attn.n_heads
+        heads = self.blocks[0].attn.n_heads
         d = self.d_model
         check_fits(name, [batch, heads, seq, seq], torch.float32, what="one layer's attention scores")
         check_fits(name, [batch, seq, 4 * d], torch.float32, what="one layer's MLP activations")

@@ -808,3 +808,10 @@ def test_learned_module_catches_an_off_by_one_either_way(shift):
     assert not feedback.ok, feedback
     assert ("off by one" in feedback.message) if shift < 0 else ("7 positions" in feedback.message)
     assert exercises.check_learned_module(functools.partial(_OffByOne, shift=0)).ok
+
+
+def test_a_row_is_compared_at_the_precision_it_was_computed_in():
+    """A list of Python floats keeps float64 values; a float32 row is judged at float32 precision."""
+    assert exercises.check_shift(lambda a, b: _shift(a, b).tolist()).ok
+    assert exercises.check_shift(lambda a, b: _shift(a.float(), b.float())).ok
+    assert not exercises.check_shift(lambda a, b: _shift(a, b).float() + 1e-3).ok

@@ -298,6 +298,8 @@ def test_garbage_answers_get_feedback_never_an_exception_nor_a_pass(name, monkey
     @settings(max_examples=60, deadline=None)
     @given(answer=GARBAGE, which=st.sampled_from(_answer_params(name)))
     def run(answer, which):
+        if answer is SETTINGS[name].get("good", {}).get(which, object()):  # e.g. ValueError: the right answer here
+            return
         args, kwargs = _call_args(name, which, answer)
         with torch.random.fork_rng(devices=[]):
             feedback = check(*args, **kwargs)

@@ -34,7 +34,15 @@ from typing import NamedTuple
 
 import torch
 
-from ._checks import check_base, check_d_model, check_fits, check_float_dtype, check_float_tensor, check_int
+from ._checks import (
+    check_base,
+    check_d_model,
+    check_fits,
+    check_float_dtype,
+    check_float_tensor,
+    check_int,
+    memory_limit,
+)
 from .sinusoidal import angle_addition, angle_addition_subtables, inverse_frequencies, position_angles
 
 __all__ = [
@@ -147,8 +155,11 @@ _CHUNK_ANGLES = 2**22
 
 def _cos_sums(ks: torch.Tensor, d_model: int, base: float) -> torch.Tensor:
     """``Σ_i cos(k·ω_i)`` for each integer ``k`` in ``ks`` (float64), in chunks of rows."""
+    check_fits("offsets", [ks.numel()], torch.float64, what="the sums")
+    check_fits("d_model", [d_model // 2], torch.float64, what="one offset's angles")
     out = torch.empty(ks.numel(), dtype=torch.float64)
-    step = max(1, _CHUNK_ANGLES // (d_model // 2))
+    # chunks of angles (each a float64 [rows, d_model/2]) that fit the memory limit too
+    step = max(1, min(_CHUNK_ANGLES, memory_limit() // 8) // (d_model // 2))
     for start in range(0, ks.numel(), step):
         out[start : start + step] = torch.cos(position_angles(ks[start : start + step], d_model, base)).sum(-1)
     return out

@@ -284,7 +284,8 @@ def check_angle_fix(my_cos_sin: Callable[..., object] | None, *, tol: float = 1e
         if error < 0.05:
             return failed(
                 f"{label}: largest error {error:.1e}, above {tol:g}. That is the size of float32 angles' rounding: "
-                "near position 100 000 one float32 step is about 0.008 rad. Compute the angles in float64."
+                "near position 100 000 one float32 step is about 0.008 rad. Every input of the product, the "
+                "frequencies too, must be float64 (a float32 inv_freq is already rounded)."
             )
         return failed(
             f"{label}: largest error {error:.2f} — the angles are badly wrong at large positions. Check that "
@@ -336,5 +337,5 @@ def check_full_turns(my_full_turns: Callable[[int, float, int], object] | None) 
             return failed(f"{label}: off by one. Count i = 0 too, and include a wavelength equal to the context.")
         return failed(f"{label}: {value} is not the count. Which pairs have 2π·base^(2i/head_dim) ≤ context?")
     return passed(
-        f"Right on all {len(TURN_CASES)} settings: a larger base slows every pair, so fewer turn fully in the context."
+        f"Right on all {len(TURN_CASES)} settings: a larger base slows every pair but the first, so fewer turn fully in the context."
     )

@@ -27,8 +27,23 @@ def check_bool(name: str, value: object) -> bool:
     return value
 
 
+def _scalar(value: object) -> object:
+    """A 0-d real tensor (``torch.tensor(6)``) → its Python number; anything else unchanged."""
+    if (
+        isinstance(value, torch.Tensor)
+        and value.dim() == 0
+        and value.dtype != torch.bool
+        and not value.dtype.is_complex
+        and value.device.type != "meta"
+    ):
+        return value.item()
+    return value
+
+
 def check_int(name: str, value: object, *, minimum: int | None = None) -> int:
-    """Return ``value`` as an ``int``; reject bools, floats and out-of-range values."""
+    """Return ``value`` as an ``int`` (a Python or NumPy integer, or a 0-d integer tensor);
+    reject bools, floats and out-of-range values."""
+    value = _scalar(value)
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
     value = int(value)
@@ -45,6 +60,14 @@ def check_positive_int(name: str, value: object) -> int:
 def check_optional(check: Callable[[str, object], T], name: str, value: object) -> T | None:
     """``None``, or ``value`` as ``check(name, value)`` returns it (e.g. an optional limit)."""
     return None if value is None else check(name, value)
+
+
+def check_seed(value: object, name: str = "seed") -> int:
+    """A random seed torch accepts: an integer in ``0 … 2**64 - 1``."""
+    value = check_int(name, value)
+    if not 0 <= value < 2**64:
+        raise ValueError(f"{name} must be an integer in 0 … 2**64 - 1 (what torch.manual_seed takes), got {value}")
+    return value
 
 
 def check_d_model(value: object, name: str = "d_model") -> int:
@@ -76,10 +99,11 @@ def check_real(
 ) -> float:
     """A finite real number as a float, ``> above``, ``>= minimum``, ``< below``, ``<= maximum`` (each optional).
 
-    Python and NumPy numbers are accepted, bools are not. ``hint`` (a typical value) goes into the
+    Python and NumPy numbers and 0-d tensors are accepted, bools are not. ``hint`` (a typical value) goes into the
     error; ``what`` replaces the generated description (e.g. ``"a probability in [0, 1)"``).
     """
     bounds = _bounds(above, minimum, below, maximum)
+    value = _scalar(value)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         kind = what or f"a real number {bounds}".rstrip()
         raise TypeError(f"{name} must be {kind}, got {value!r} ({type(value).__name__})")
@@ -188,6 +212,9 @@ def set_memory_limit(nbytes: int | None) -> None:
 
 
 def format_bytes(nbytes: float) -> str:
+    if nbytes >= 1024**6:  # huge (a Python int may be past float's range): whole PiB, or a power of two
+        pib = nbytes // 1024**5
+        return f"{int(pib):,} PiB" if pib < 10**12 else f"about 2**{int(nbytes).bit_length() - 1} bytes"
     for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if nbytes < 1024 or unit == "PiB":
             return f"{nbytes:.0f} {unit}" if unit == "bytes" else f"{nbytes:.1f} {unit}"
@@ -236,4 +263,16 @@ def check_device(value: object, name: str = "device") -> torch.device:
         raise ValueError(f"{name}={str(value)!r}: only {torch.cuda.device_count()} CUDA device(s) are visible")
     if device.type == "mps" and not torch.backends.mps.is_available():
         raise ValueError(f"{name}={str(value)!r} asks for Apple's MPS, which is not available here; use device='cpu'")
+    if device.type not in ("cpu", "cuda", "mps", "meta"):  # xpu, xla, hpu …: only if this torch has it working
+        backend = getattr(torch, device.type, None)
+        available = getattr(backend, "is_available", None)
+        try:
+            ok = bool(available()) if callable(available) else False
+        except Exception:
+            ok = False
+        if not ok:
+            raise ValueError(
+                f"{name}={str(value)!r}: the {device.type!r} device type is not available in this PyTorch "
+                "build or machine; use device='cpu' (or 'cuda' / 'mps' where there is one)"
+            )
     return device

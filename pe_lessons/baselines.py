@@ -45,6 +45,7 @@ def loop_table(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tenso
     """
     max_len = check_int("max_len", max_len, minimum=0)
     d_model = check_d_model(d_model)
+    base = check_base(base)
     check_fits("max_len × d_model", (max_len, d_model), 32, what="the table as Python lists of floats")
     return torch.tensor([pe_formula(pos, d_model, base) for pos in range(max_len)], dtype=torch.float32).reshape(
         max_len, d_model
@@ -87,6 +88,9 @@ def float64_angles_table(
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
     """Hugging Face's helper: ``[x1, x2] → [-x2, x1]`` over the two halves of the last dimension."""
+    x = check_float_tensor("x", x)
+    if x.dim() == 0 or x.shape[-1] % 2:
+        raise ValueError(f"x's last dimension must be even (two halves), got shape {list(x.shape)}")
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((-x2, x1), dim=-1)
 
@@ -154,7 +158,14 @@ def rope_angles(positions: object, head_dim: int, base: float = 10000.0) -> torc
     ``θ_i = base^(-2i/head_dim)`` computed with Python's ``pow``, not the package's exp/log,
     so a test comparing with these angles checks the package's frequencies too.
     """
-    positions = torch.as_tensor(positions, dtype=torch.float64)
+    head_dim = check_d_model(head_dim, "head_dim")
+    base = check_base(base)
+    try:
+        positions = torch.as_tensor(positions, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError) as err:
+        raise TypeError(f"positions must be a 1-D tensor or list of numbers, got {positions!r} ({err})") from None
+    if positions.dim() != 1:
+        raise ValueError(f"positions must be 1-D, got shape {list(positions.shape)}")
     thetas = torch.tensor([base ** (-2 * i / head_dim) for i in range(head_dim // 2)], dtype=torch.float64)
     return positions[:, None] * thetas.to(positions.device)[None, :]
 

@@ -34,8 +34,16 @@ from typing import NamedTuple
 
 import torch
 
-from ._checks import check_base, check_d_model, check_fits, check_float_dtype, check_float_tensor, check_int
-from .sinusoidal import angle_addition, angle_addition_subtables, inverse_frequencies
+from ._checks import (
+    check_base,
+    check_d_model,
+    check_fits,
+    check_float_dtype,
+    check_float_tensor,
+    check_int,
+    memory_limit,
+)
+from .sinusoidal import angle_addition, angle_addition_subtables, inverse_frequencies, position_angles
 
 __all__ = [
     "offset_blocks",
@@ -47,15 +55,22 @@ __all__ = [
     "table_by_rotation",
 ]
 
-#: Largest |k| accepted: every integer up to 2**53 is exact in float64.
-MAX_OFFSET = 2**53
+#: Largest |k| accepted: int64 without overflow. Angles ``k·ω_i`` are reduced modulo 2π
+#: exactly (:func:`pe_lessons.sinusoidal.position_angles`), so every such offset is exact.
+MAX_OFFSET = 2**63 - 1
 
 
 def _check_offset(name: str, value: object) -> int:
     value = check_int(name, value)
     if abs(value) > MAX_OFFSET:
-        raise ValueError(f"{name} must satisfy |{name}| <= 2**53 (exact in float64), got {value}")
+        raise ValueError(f"{name} must satisfy |{name}| < 2**63 (an int64 offset), got {value}")
     return value
+
+
+def _check_range(name: str, values: torch.Tensor) -> None:
+    """int64 values other than -2**63 (whose absolute value, and negation, overflow int64)."""
+    if values.numel() and int(values.min()) < -MAX_OFFSET:
+        raise ValueError(f"{name} must satisfy |{name}| < 2**63 (int64 without overflow), got -2**63")
 
 
 def offset_blocks(k: int, d_model: int, base: float = 10000.0, dtype: torch.dtype = torch.float64) -> torch.Tensor:
@@ -69,7 +84,7 @@ def offset_blocks(k: int, d_model: int, base: float = 10000.0, dtype: torch.dtyp
     base = check_base(base)
     dtype = check_float_dtype(dtype)
     check_fits("d_model", (d_model // 2, 2, 2), torch.float64, what="the blocks")
-    angles = float(k) * inverse_frequencies(d_model, base)
+    angles = position_angles(torch.tensor([k]), d_model, base)[0]  # exact for every int64 k
     c, s = torch.cos(angles), torch.sin(angles)
     return torch.stack((torch.stack((c, s), -1), torch.stack((-s, c), -1)), -2).to(dtype)
 
@@ -111,7 +126,11 @@ def _positions(name: str, value: object) -> torch.Tensor:
             raise ValueError(f"{name} must be 1-D (a list of positions), got shape {list(value.shape)}")
         return value.detach().to("cpu", torch.int64)
     if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
-        return torch.tensor([check_int(f"{name}[{j}]", v) for j, v in enumerate(value)], dtype=torch.int64)
+        items = [check_int(f"{name}[{j}]", v) for j, v in enumerate(value)]
+        for j, v in enumerate(items):
+            if abs(v) > MAX_OFFSET:
+                raise ValueError(f"{name}[{j}] must satisfy |{name}[{j}]| < 2**63 (int64), got {v}")
+        return torch.tensor(items, dtype=torch.int64)
     raise TypeError(
         f"{name} must be an int n (positions 0 … n-1) or a 1-D sequence of integer positions, got {value!r}"
     )
@@ -126,22 +145,23 @@ def offset_similarity(offsets: object, d_model: int, base: float = 10000.0) -> t
     ks = _positions("offsets", offsets)
     d_model = check_d_model(d_model)
     base = check_base(base)
-    if ks.numel() and ks.abs().max().item() > MAX_OFFSET:
-        raise ValueError("offsets must satisfy |k| <= 2**53 (exact in float64)")
-    return _cos_sums(ks, inverse_frequencies(d_model, base))
+    _check_range("offsets", ks)
+    return _cos_sums(ks, d_model, base)
 
 
 #: Largest number of angles formed at once (keeps memory bounded for long inputs).
 _CHUNK_ANGLES = 2**22
 
 
-def _cos_sums(ks: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
+def _cos_sums(ks: torch.Tensor, d_model: int, base: float) -> torch.Tensor:
     """``Σ_i cos(k·ω_i)`` for each integer ``k`` in ``ks`` (float64), in chunks of rows."""
+    check_fits("offsets", [ks.numel()], torch.float64, what="the sums")
+    check_fits("d_model", [d_model // 2], torch.float64, what="one offset's angles")
     out = torch.empty(ks.numel(), dtype=torch.float64)
-    step = max(1, _CHUNK_ANGLES // inv_freq.numel())
+    # chunks of angles (each a float64 [rows, d_model/2]) that fit the memory limit too
+    step = max(1, min(_CHUNK_ANGLES, memory_limit() // 8) // (d_model // 2))
     for start in range(0, ks.numel(), step):
-        angles = ks[start : start + step].to(torch.float64)[:, None] * inv_freq
-        out[start : start + step] = torch.cos(angles).sum(-1)
+        out[start : start + step] = torch.cos(position_angles(ks[start : start + step], d_model, base)).sum(-1)
     return out
 
 
@@ -158,15 +178,16 @@ def relative_similarity(positions: object, d_model: int, base: float = 10000.0) 
     base = check_base(base)
     n = pos.numel()
     check_fits("positions", (n, n), torch.float64, what="the similarity matrix")
-    if pos.numel() and pos.abs().max().item() > MAX_OFFSET:  # also keeps p − q from overflowing int64
-        raise ValueError("positions must satisfy |pos| <= 2**53 (exact in float64)")
+    _check_range("positions", pos)
+    if n and int(pos.max()) - int(pos.min()) > MAX_OFFSET:  # Python ints: p − q must not overflow int64
+        raise ValueError(
+            f"positions must be less than 2**63 apart (p − q is an int64), got {int(pos.min())} and {int(pos.max())}"
+        )
     diff = pos[:, None] - pos[None, :]
-    if diff.numel() and diff.abs().max().item() > MAX_OFFSET:
-        raise ValueError("positions must be less than 2**53 apart (exact in float64)")
     # one cosine sum per distinct offset (at most 2n − 1 for consecutive positions), not per (p, q):
     # memory stays O(n²) instead of O(n²·d_model)
     offsets, where = torch.unique(diff, return_inverse=True)
-    return _cos_sums(offsets, inverse_frequencies(d_model, base))[where]
+    return _cos_sums(offsets, d_model, base)[where]
 
 
 class LinearFit(NamedTuple):

@@ -112,13 +112,7 @@ def heatmap(
     max_cols = check_optional(check_positive_int, "max_cols", max_cols)
     start_pos = check_int("start_pos", start_pos, minimum=0)
     start_dim = check_int("start_dim", start_dim, minimum=0)
-    finite = torch.isfinite(table)
-    if not bool(finite.all()):
-        pos, dim = (int(v) for v in (~finite).nonzero()[0])
-        raise ValueError(
-            f"table must hold finite values to be drawn; table[{pos}, {dim}] = {table[pos, dim].item()} "
-            f"({int((~finite).sum())} non-finite entries)"
-        )
+    _check_finite(table, "table")
     n, d = table.shape
     if max_rows is None and max_cols is None and n * d <= MAX_ROWS:
         nr, nc = n, d
@@ -309,6 +303,17 @@ def wavelength_chart(
     return alt.layer(line, points, rule, labels, title=title).properties(width=width, height=height)
 
 
+def _check_finite(table: torch.Tensor, name: str) -> None:
+    """Refuse NaN/inf (a chart would show them as blanks or break its colour scale), naming the first."""
+    finite = torch.isfinite(table)
+    if not bool(finite.all()):
+        pos, dim = (int(v) for v in (~finite).nonzero()[0])
+        raise ValueError(
+            f"{name} must hold finite values to be drawn; {name}[{pos}, {dim}] = {table[pos, dim].item()} "
+            f"({int((~finite).sum())} non-finite entries)"
+        )
+
+
 def similarity_heatmap(
     similarity: torch.Tensor,
     *,
@@ -325,6 +330,7 @@ def similarity_heatmap(
     the chart holds at most :data:`MAX_ROWS` cells.
     """
     sim = check_table(similarity, "similarity")
+    _check_finite(sim, "similarity")
     max_rows = check_optional(check_positive_int, "max_rows", max_rows)
     n, m = sim.shape
     chart_title: str | alt.TitleParams = title

@@ -86,9 +86,36 @@ def alibi_bias(
     q_len = check_int("q_len", q_len, minimum=1)
     k_len = q_len if k_len is None else check_int("k_len", k_len, minimum=1)
     dtype = check_float_dtype(dtype)
-    check_fits("q_len", [n_heads, q_len, k_len], torch.float64, what="the bias")
-    distance = (torch.arange(q_len, dtype=torch.float64)[:, None] - torch.arange(k_len, dtype=torch.float64)).abs()
-    return (-alibi_slopes(n_heads)[:, None, None] * distance).to(dtype)
+    return _alibi(alibi_slopes(n_heads), q_len, k_len, torch.float64, dtype)
+
+
+def _alibi(slopes: torch.Tensor, q_len: int, k_len: int, work: torch.dtype, dtype: torch.dtype) -> torch.Tensor:
+    """``-m_h·|i − j|`` computed in ``work`` (float32 or float64: distances exact) and rounded once to ``dtype``.
+
+    Refuses, before allocating, a bias ``dtype`` cannot hold (float16 ends at 65 504: past it
+    the bias would be −inf, which masks the key instead of penalising it) and any of the three
+    tensors (distances, bias in ``work``, bias in ``dtype``) past the memory limit.
+    """
+    n_heads = slopes.shape[0]
+    farthest = max(q_len, k_len) - 1
+    if farthest >= 2**24 and work != torch.float64:  # float32 distances are exact only below 2**24
+        work = torch.float64
+    largest = float(slopes.max()) * farthest
+    if largest > torch.finfo(dtype).max:
+        limit = torch.finfo(dtype).max
+        raise ValueError(
+            f"q_len/k_len: the ALiBi bias reaches -{largest:.6g} (slope {float(slopes.max()):.6g} × distance "
+            f"{farthest}), beyond {dtype}'s largest value {limit:g}: it would round to -inf and mask keys "
+            f"instead of penalising them; use dtype=torch.float32 or torch.bfloat16, or shorter sequences "
+            f"(at most {int(limit / float(slopes.max())) + 1} positions here)"
+        )
+    check_fits("q_len", [n_heads, q_len, k_len], work, what="the bias")
+    check_fits("q_len", [q_len, k_len], work, what="the distances |i − j|")
+    device = slopes.device
+    distance = (
+        torch.arange(q_len, dtype=work, device=device)[:, None] - torch.arange(k_len, dtype=work, device=device)
+    ).abs()
+    return (-slopes.to(work)[:, None, None] * distance).to(dtype)
 
 
 def _check_bucket_args(num_buckets: object, max_distance: object, bidirectional: object) -> tuple[int, int, bool]:
@@ -98,6 +125,8 @@ def _check_bucket_args(num_buckets: object, max_distance: object, bidirectional:
     half = num_buckets // 2 if bidirectional else num_buckets
     max_exact = half // 2
     max_distance = check_int("max_distance", max_distance)
+    if max_distance > 2**62:
+        raise ValueError(f"max_distance must be at most 2**62 (offsets are int64), got {max_distance}")
     if max_distance <= max_exact:
         raise ValueError(
             f"max_distance must be above the exact range (offsets 0 … {max_exact - 1} get one bucket each with "
@@ -133,7 +162,8 @@ def t5_relative_bucket(
             ) from None
     if r.dtype not in _INT_DTYPES:
         raise TypeError(f"relative_position must hold integer offsets (key − query), got dtype {r.dtype}")
-    r = r.long()
+    check_fits("relative_position", list(r.shape), torch.int64, what="each int64 intermediate")
+    r = r.long().clamp(min=-(2**63 - 1))  # |−2**63| overflows int64; it lands in the last bucket either way
     buckets = torch.zeros_like(r)
     if bidirectional:
         num_buckets //= 2
@@ -163,13 +193,22 @@ def t5_bucket_edges(*, bidirectional: bool = True, num_buckets: int = 32, max_di
     holds everything from its edge on (``max_distance`` and beyond share it).
     """
     num_buckets, max_distance, bidirectional = _check_bucket_args(num_buckets, max_distance, bidirectional)
-    distance = torch.arange(max_distance + 1)
-    buckets = t5_relative_bucket(
-        -distance, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
-    )
-    starts = torch.ones_like(buckets, dtype=torch.bool)
-    starts[1:] = buckets[1:] != buckets[:-1]
-    return distance[starts].tolist()
+    check_fits("num_buckets", [num_buckets], torch.int64, what="the bucket edges")
+
+    def bucket(distance: torch.Tensor) -> torch.Tensor:
+        return t5_relative_bucket(
+            -distance, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+        )
+
+    # buckets grow with the distance: find each bucket's first distance by bisection (never a
+    # tensor of max_distance + 1 entries, which for max_distance = 2**40 would be 8 TB)
+    wanted = torch.arange(int(bucket(torch.tensor([max_distance]))[0]) + 1)
+    lo, hi = torch.zeros_like(wanted), torch.full_like(wanted, max_distance)
+    while bool((lo < hi).any()):
+        mid = (lo + hi) // 2
+        reached = bucket(mid) >= wanted
+        hi, lo = torch.where(reached, mid, hi), torch.where(reached, lo, mid + 1)
+    return sorted(set(lo[bucket(lo) == wanted].tolist()))
 
 
 class RelativePositionBias(nn.Module):
@@ -207,6 +246,7 @@ class RelativePositionBias(nn.Module):
         q_len = check_int("q_len", q_len, minimum=1)
         k_len = q_len if k_len is None else check_int("k_len", k_len, minimum=1)
         check_fits("q_len", [self.n_heads, q_len, k_len], self.weight.dtype, what="the bias")
+        check_fits("q_len", [q_len, k_len], torch.int64, what="the int64 offsets and buckets")
         device = self.weight.device
         relative = torch.arange(k_len, device=device)[None, :] - torch.arange(q_len, device=device)[:, None]
         return t5_relative_bucket(
@@ -235,14 +275,23 @@ class ALiBiBias(nn.Module):
         super().__init__()
         self.n_heads = check_int("n_heads", n_heads, minimum=1)
         self.register_buffer("slopes", alibi_slopes(self.n_heads).float(), persistent=False)
+        self._dtype = torch.float32  # the bias's dtype: follows .half(), .double(), .to(dtype)
+
+    def _apply(self, fn, recurse=True):  # noqa: ANN001 - nn.Module's signature
+        """``.to()``, ``.half()``, ``.double()`` …: the slopes follow devices but are recomputed, not
+        rounded: float64 for a float64 module, float32 otherwise (the bias is then rounded once)."""
+        module = super()._apply(fn, recurse)
+        after = self.slopes.dtype
+        if after.is_floating_point and after != self._dtype:
+            self._dtype = after
+            work = torch.float64 if after == torch.float64 else torch.float32
+            self.slopes = alibi_slopes(self.n_heads).to(device=self.slopes.device, dtype=work)
+        return module
 
     def forward(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
         q_len = check_int("q_len", q_len, minimum=1)
         k_len = q_len if k_len is None else check_int("k_len", k_len, minimum=1)
-        check_fits("q_len", [self.n_heads, q_len, k_len], torch.float32, what="the bias")
-        device = self.slopes.device
-        distance = (torch.arange(q_len, device=device)[:, None] - torch.arange(k_len, device=device)).abs()
-        return -self.slopes[:, None, None] * distance.to(self.slopes.dtype)
+        return _alibi(self.slopes, q_len, k_len, self.slopes.dtype, self._dtype)
 
     def extra_repr(self) -> str:
         return f"n_heads={self.n_heads}"

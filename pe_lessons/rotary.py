@@ -40,7 +40,9 @@ rotates only the first features of each head (GPT-NeoX ``rotary_pct``, GPT-J
 Accuracy. Angles ``m·θ_i`` are formed in float64 and their cos/sin rounded
 once to the working precision (float32, or float64 for float64 inputs); the
 rotation itself runs in that precision. fp16/bf16 inputs are rotated in
-float32 and rounded once at the end. Integer positions are exact; never hold
+float32 and rounded once at the end. Integer positions are exact up to
+:data:`MAX_POSITION` = 2**32 in magnitude (the float64 angle is then within 1e-6 rad; larger
+positions are refused where the host knows them, not silently rounded); never hold
 positions in float16/bfloat16 (bfloat16 cannot even hold the integers above
 256), which is why those dtypes are refused.
 
@@ -478,7 +480,8 @@ def apply_rope(
     (``0 … seq-1``), or a tensor (or list) of shape ``[seq]`` — e.g. ``torch.arange(start,
     start + seq)`` for cached decoding — or ``[batch, seq]``, one row per element of
     ``x.shape[0]`` (left-padded batches, packed sequences; ``x`` is then ``[batch, …, seq,
-    head_dim]``). Integer positions are exact, negative ones rotate backwards; float32/float64
+    head_dim]``). Integer positions are exact (up to :data:`MAX_POSITION` = 2**32 in magnitude; larger ones
+    are refused), negative ones rotate backwards; float32/float64
     positions may be fractional (position interpolation). ``layout`` is ``"interleaved"``
     (pairs ``(2i, 2i+1)``) or ``"half"`` (pairs ``(i, i + head_dim/2)``). ``scaling`` is a
     context-extension rule (:func:`scaled_frequencies`; for ``"dynamic"`` and ``"longrope"``
@@ -711,6 +714,12 @@ def _sequence_length(
     return max(math.floor(top) + 1, 1)
 
 
+#: Largest |position| accepted (checked where the host knows the positions: lists, ranges, CPU
+#: tensors; positions on an accelerator are not read back to check them). Angles ``m·θ_i`` are
+#: formed in float64, within ``|m|·2⁻⁵²`` ≤ 1e-6 rad of the exact ones up to here.
+MAX_POSITION = 2**32
+
+
 def _check_positions(positions: object, x: torch.Tensor) -> tuple[torch.Tensor | None, tuple | None]:
     """``(None, None)`` or ``(positions, bounds)``: int64 or float64 on ``x``'s device, ``[seq]`` or ``[batch, seq]``.
 
@@ -729,6 +738,13 @@ def _check_positions(positions: object, x: torch.Tensor) -> tuple[torch.Tensor |
     if positions.device.type == "cpu" and positions.numel() and not fast.compiling():
         lo, hi = torch.aminmax(positions)
         bounds = (lo.item(), hi.item())
+        if max(-bounds[0], bounds[1]) > MAX_POSITION:
+            far = bounds[0] if -bounds[0] > bounds[1] else bounds[1]
+            raise ValueError(
+                f"positions must satisfy |position| <= 2**32 = {MAX_POSITION}, got {far}: a float64 angle m·θ "
+                "is off by up to |m|·2**-52 rad (1e-6 rad at 2**32, a whole radian at 2**53), so larger positions "
+                "would rotate by the wrong angle"
+            )
     return positions.to(x.device), bounds
 
 

@@ -178,12 +178,19 @@ def apparent_period(values: torch.Tensor | Sequence[float], spacing: float = 1.0
     if isinstance(values, torch.Tensor):
         if values.dim() != 1:
             raise ValueError(f"values must be 1-D, got shape {list(values.shape)}")
+        if values.dtype.is_complex or values.dtype == torch.bool or values.device.type == "meta":
+            raise TypeError(f"values must hold real numbers with data, got {values.dtype} on {values.device.type}")
         v = values.detach().to("cpu", torch.float64)
     elif isinstance(values, Sequence) and not isinstance(values, (str, bytes)):
-        v = torch.tensor([float(x) for x in values], dtype=torch.float64)
+        try:
+            v = torch.tensor([float(x) for x in values], dtype=torch.float64)
+        except (TypeError, ValueError, OverflowError) as err:
+            raise TypeError(f"values must be a 1-D tensor or a sequence of real numbers ({err})") from None
     else:
         raise TypeError(f"values must be a 1-D tensor or a sequence of numbers, got {type(values).__name__}")
     spacing = check_real("spacing", spacing, above=0.0)
+    if v.numel() and not bool(torch.isfinite(v).all()):
+        raise ValueError("values must be finite numbers (no NaN or infinity): a crossing cannot be located in them")
     v = v - v.mean()
     nz = torch.nonzero(v != 0, as_tuple=True)[0]  # exact zeros are skipped: a sign change across them counts once
     a_at, b_at = nz[:-1], nz[1:]

@@ -32,12 +32,23 @@ On a GPU the small sub-tables are computed once on the CPU (the same bits as a C
 and kept on the device (a small bounded cache per ``d_model``, ``base`` and device): a later
 call does only the multiply-adds there, with no host work and no copy.
 
+Large positions. ``pos·ω`` formed in float64 is off by up to ``|pos|·2⁻⁵²`` rad (the
+rounding of ``ω`` and of the product): harmless for a table, but at ``pos = 2**53`` it is a
+whole radian, and past ``2**53`` float64 cannot even hold ``pos``. Where single large
+positions are asked for (:func:`pe_formula`, :func:`exact_angles`, the offsets and the
+explorer), the angle is reduced modulo 2π *exactly* instead: ``ω_i/2π`` is known to 126 bits
+(``decimal``), ``pos·ω_i/2π`` modulo 1 is formed in integer arithmetic, and only the reduced
+angle, in ``[-π, π]``, is rounded to float64 — every integer position, however large, gets
+its row to float64 accuracy.
+
 Sizes. A request whose result would exceed :func:`pe_lessons.memory_limit` (4 GiB by
 default) is refused with a ``ValueError`` before anything is allocated.
 """
 
 from __future__ import annotations
 
+import decimal
+import functools
 import math
 from collections import OrderedDict
 
@@ -57,6 +68,7 @@ from ._checks import (
 
 __all__ = [
     "pe_formula",
+    "exact_angles",
     "inverse_frequencies",
     "wavelengths",
     "sinusoidal_table",
@@ -79,7 +91,9 @@ def pe_formula(pos: int, d_model: int, base: float = 10000.0) -> list[float]:
 
     ``PE[pos, 2i] = sin(pos / base**(2i/d_model))`` and
     ``PE[pos, 2i+1] = cos(pos / base**(2i/d_model))`` for ``i = 0 … d_model/2 - 1``.
-    Written to be read next to the equation, not to be fast.
+    Written to be read next to the equation, not to be fast. Exact for every integer ``pos``,
+    however large: past :data:`PLAIN_ANGLE_LIMIT` the angle is reduced modulo 2π exactly
+    (see the module's "Large positions") instead of rounding ``pos`` to float64.
     """
     pos = check_int("pos", pos, minimum=0)
     d_model = check_d_model(d_model)
@@ -88,9 +102,116 @@ def pe_formula(pos: int, d_model: int, base: float = 10000.0) -> list[float]:
     row = []
     for i in range(d_model // 2):
         angle = pos / base ** (2 * i / d_model)
+        if pos > PLAIN_ANGLE_LIMIT:  # float64 would lose this angle: reduce pos·ω_i modulo 2π exactly
+            angle = _reduced_angle(pos, _turns(d_model, base, _bits_for(pos))[i], _bits_for(pos))
         row.append(math.sin(angle))  # column 2i
         row.append(math.cos(angle))  # column 2i + 1
     return row
+
+
+#: Up to this |position| the plain float64 product ``pos·ω_i`` is used: it is within
+#: ``|pos|·2⁻⁵²`` ≤ 4e-9 rad of the exact angle. Beyond, angles are reduced exactly.
+PLAIN_ANGLE_LIMIT = 2**24
+
+#: Bits of ``ω_i/2π`` kept by the exact reduction: ``pos·ω_i/2π`` modulo 1 is then exact to
+#: ``|pos|·2⁻¹²⁶`` turns (< 1e-19 for every int64 position).
+TURN_BITS = 126
+_LIMB = 21  # 6 limbs of 21 bits: products of two limbs (< 2**42) are exact in float64
+
+
+def _bits_for(pos: int) -> int:
+    """Bits of ω/2π an exact reduction of ``pos`` needs (126 for every int64 position, more beyond)."""
+    return max(TURN_BITS, abs(pos).bit_length() + 64)
+
+
+@functools.lru_cache(maxsize=64)
+def _turns(d_model: int, base: float, bits: int = TURN_BITS) -> tuple[int, ...]:
+    """``round(ω_i / 2π · 2**bits)`` for each pair, from ``ω_i = base**(-2i/d_model)`` in decimal
+    arithmetic with ~30 digits to spare (``base`` is taken as its exact binary value)."""
+    with decimal.localcontext() as ctx:
+        ctx.prec = bits * 30 // 100 + 30
+        two_pi = 2 * _pi(ctx.prec)
+        scale = decimal.Decimal(2) ** bits
+        log_base = decimal.Decimal(base).ln()
+        out = []
+        for i in range(d_model // 2):
+            omega = (-(decimal.Decimal(2 * i) / d_model) * log_base).exp()  # base**(-2i/d_model)
+            out.append(int((omega / two_pi * scale).to_integral_value()))
+    return tuple(out)
+
+
+def _pi(digits: int) -> decimal.Decimal:
+    """π to ``digits`` significant digits (Machin's formula, in the current decimal context)."""
+    with decimal.localcontext() as ctx:
+        ctx.prec = digits + 10
+
+        def arctan_inv(x: int) -> decimal.Decimal:  # atan(1/x) = Σ (-1)^k / ((2k+1) x^(2k+1))
+            total, term, k, x2 = decimal.Decimal(0), decimal.Decimal(1) / x, 0, x * x
+            while term:
+                total += term / (2 * k + 1) if k % 2 == 0 else -term / (2 * k + 1)
+                term /= x2
+                k += 1
+            return total
+
+        pi = 4 * (4 * arctan_inv(5) - arctan_inv(239))
+    return +pi
+
+
+def _reduced_angle(pos: int, turn: int, bits: int) -> float:
+    """``pos · turn/2**bits · 2π`` reduced to ``[-π, π]``: the product modulo ``2**bits`` is exact."""
+    frac = (pos * turn) % (1 << bits)  # pos·ω/2π modulo 1, in units of 2**-bits
+    if frac >= 1 << (bits - 1):
+        frac -= 1 << bits
+    return 2 * math.pi * (frac / (1 << bits))
+
+
+def exact_angles(positions: torch.Tensor, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """``pos·ω_i`` reduced modulo 2π to ``[-π, π]``, float64 ``[n, d_model/2]``, for int64 positions ``[n]``.
+
+    Exact before the last rounding for every int64 position (``|pos| < 2**63``): ``pos`` is
+    split into three 21-bit limbs and ``ω_i/2π`` (:data:`TURN_BITS` bits) into six, each
+    limb product (< 2**42) is exact in float64, its whole turns are dropped exactly, and the
+    fractional turns are summed — an error below 1e-13 rad, where ``float(pos)·ω_i`` is off
+    by ``|pos|·2⁻⁵²`` rad (a whole radian at ``2**53``). Vectorised, on ``positions``' device.
+    """
+    if not isinstance(positions, torch.Tensor) or positions.dtype != torch.int64 or positions.dim() != 1:
+        raise TypeError("positions must be a 1-D int64 tensor")
+    d_model = check_d_model(d_model)
+    base = check_base(base)
+    if positions.numel() and bool((positions == -(2**63)).any()):
+        raise ValueError("positions must satisfy |pos| < 2**63 (int64 without overflow), got -2**63")
+    device = positions.device
+    turn_limbs = _turn_limbs(d_model, base).to(device)  # [6, h], limb k scaled by 2**-(21(k+1))
+    sign = torch.where(positions < 0, -1.0, 1.0).to(torch.float64)[:, None]
+    a = positions.abs()
+    mask = (1 << _LIMB) - 1
+    pos_limbs = [((a >> (_LIMB * j)) & mask).to(torch.float64)[:, None] for j in range(3)]  # [n, 1] each
+    total = torch.zeros(positions.shape[0], turn_limbs.shape[1], dtype=torch.float64, device=device)
+    for j, pj in enumerate(pos_limbs):
+        for k in range(j, turn_limbs.shape[0]):  # j > k: a whole number of turns, dropped
+            prod = (pj * turn_limbs[k]) * 2.0 ** (_LIMB * j)  # exact: < 2**42 times a power of two
+            total += torch.frac(prod)  # prod >= 0: its fractional part, exactly
+    total -= torch.round(total)
+    return sign * (2 * math.pi) * total
+
+
+def position_angles(positions: torch.Tensor, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """``pos·ω_i`` for int64 positions ``[n]``, float64 ``[n, d_model/2]``: the plain product while
+    every ``|pos| ≤`` :data:`PLAIN_ANGLE_LIMIT` (within 4e-9 rad), else :func:`exact_angles`."""
+    if positions.numel() and not bool(((positions >= -PLAIN_ANGLE_LIMIT) & (positions <= PLAIN_ANGLE_LIMIT)).all()):
+        return exact_angles(positions, d_model, base)
+    inv_freq = inverse_frequencies(d_model, base).to(positions.device)
+    return positions.to(torch.float64)[:, None] * inv_freq
+
+
+@functools.lru_cache(maxsize=64)
+def _turn_limbs(d_model: int, base: float) -> torch.Tensor:
+    """``ω_i/2π`` as six 21-bit limbs, ``[6, d_model/2]`` float64: limb k holds bits 21k+1 … 21(k+1)."""
+    limbs = [
+        [((t >> (_LIMB * (5 - k))) & ((1 << _LIMB) - 1)) * 2.0 ** (-_LIMB * (k + 1)) for t in _turns(d_model, base)]
+        for k in range(6)
+    ]
+    return torch.tensor(limbs, dtype=torch.float64)
 
 
 def inverse_frequencies(d_model: int, base: float = 10000.0, *, dtype: torch.dtype = torch.float64) -> torch.Tensor:

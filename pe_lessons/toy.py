@@ -69,6 +69,7 @@ from ._checks import (
     check_int,
     check_positive_int,
     check_real,
+    check_seed,
     check_tensor,
 )
 from .learned import LearnedPositionalEmbedding
@@ -354,12 +355,30 @@ class ToyTransformer(nn.Module):
             raise TypeError(f"tokens must hold integer token ids, got dtype {tokens.dtype}")
         if tokens.dim() != 2 or tokens.shape[1] == 0:
             raise ValueError(f"tokens must have shape [batch, seq] with seq >= 1, got {list(tokens.shape)}")
+        if tokens.device.type == "meta" and _device_of(self).type != "meta":  # a meta model: shapes only, fine
+            raise ValueError(
+                "tokens are on the meta device (a shape without values): make them on the model's device, "
+                f"{_device_of(self)}"
+            )
+        self.check_activations("tokens", tokens.shape[0], tokens.shape[1])
         if tokens.numel() and tokens.device.type != "meta" and (tokens.min() < 0 or tokens.max() >= self.vocab_size):
             raise ValueError(
                 f"tokens must be ids in 0 … {self.vocab_size - 1} (vocab_size={self.vocab_size}), "
                 f"got values in {int(tokens.min())} … {int(tokens.max())}"
             )
         return tokens
+
+    def check_activations(self, name: str, batch: int, seq: int) -> None:
+        """Refuse, before a forward pass allocates it, any activation past the memory limit: the
+        attention scores ``[batch, heads, seq, seq]``, a relative bias and its int64 distances
+        ``[heads, seq, seq]``, the MLP's hidden ``[batch, seq, 4·d_model]``, the logits."""
+        heads = self.blocks[0].attn.n_heads
+        d = self.d_model
+        check_fits(name, [batch, heads, seq, seq], torch.float32, what="one layer's attention scores")
+        check_fits(name, [batch, seq, 4 * d], torch.float32, what="one layer's MLP activations")
+        check_fits(name, [batch, seq, self.n_classes], torch.float32, what="the logits")
+        if self.relative is not None:
+            check_fits(name, [seq, seq], torch.int64, what="the relative distances")
 
     def _embed(self, tokens: torch.Tensor) -> torch.Tensor:
         x = self.embed(tokens.long())
@@ -392,7 +411,7 @@ class ToyTransformer(nn.Module):
         if self.scheme != "learned":
             raise ValueError(f"with_longer_table needs scheme='learned', this model uses {self.scheme!r}")
         assert isinstance(self.position, LearnedPositionalEmbedding)
-        seed = check_int("seed", seed)
+        seed = check_seed(seed)
         twin = copy.deepcopy(self)
         twin.position = self.position.extended(max_len, generator=torch.Generator().manual_seed(seed))
         return twin
@@ -435,7 +454,7 @@ class ToyTransformer(nn.Module):
 def _check_batch(batch_size: object, seq_len: object, minimum_seq: int) -> tuple[int, int]:
     batch_size = check_int("batch_size", batch_size, minimum=2)
     seq_len = check_int("seq_len", seq_len, minimum=minimum_seq)
-    check_fits("batch_size", [batch_size, seq_len], torch.int64, what="the batch of token ids")
+    check_fits("batch_size × seq_len", [batch_size, seq_len], torch.int64, what="the batch of token ids")
     return batch_size, seq_len
 
 
@@ -549,7 +568,7 @@ def make_model(task: Task, scheme: str, *, seed: int = 0, **kwargs) -> ToyTransf
     (``d_model``, ``n_heads``, ``n_layers``, ``max_len``).
     """
     task = _check_task(task)
-    seed = check_int("seed", seed)
+    seed = check_seed(seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return ToyTransformer(task.vocab_size, task.n_classes, scheme=scheme, pooled=task.pooled, **kwargs)
@@ -622,7 +641,7 @@ def train(
         lo = hi = check_int("seq_len", seq_len, minimum=2)
     steps = check_int("steps", steps, minimum=1)
     lr = check_real("lr", lr, above=0.0, below=1.0, hint="a learning rate")
-    generator = torch.Generator().manual_seed(check_int("seed", seed))
+    generator = torch.Generator().manual_seed(check_seed(seed))
     device = _device_of(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
     # learning rate decays linearly from lr to lr/steps: the last steps settle instead of spiking
@@ -672,9 +691,8 @@ def evaluate(
     extend_learned = check_bool("extend_learned", extend_learned)
     if extend_learned and isinstance(model.position, LearnedPositionalEmbedding) and seq_len > model.position.max_len:
         model = model.with_longer_table(seq_len, seed=seed)
-    heads = model.blocks[0].attn.n_heads
-    check_fits("n", [n, heads, seq_len, seq_len], torch.float32, what="one layer's attention scores")
-    tokens, labels = task.sample(n, seq_len, torch.Generator().manual_seed(check_int("seed", seed)))
+    model.check_activations("n", n, seq_len)
+    tokens, labels = task.sample(n, seq_len, torch.Generator().manual_seed(check_seed(seed)))
     device = _device_of(model)
     tokens, labels = tokens.to(device), labels.to(device)
     was_training = model.training

@@ -24,7 +24,7 @@ import torch
 from ._checks import check_base, check_d_model, check_int
 from .plots import heatmap
 from .rendering import render_chart, static_png
-from .sinusoidal import inverse_frequencies
+from .sinusoidal import position_angles
 
 __all__ = ["MAX_POSITION", "MAX_CELLS", "explorer_chart", "Explorer", "pe_explorer"]
 
@@ -64,7 +64,8 @@ def explorer_chart(
     """Heatmap of ``PE[pos, dimension]`` for ``pos ∈ [positions)`` and ``dimension ∈ [columns)``.
 
     ``columns`` defaults to every column. Only the window is computed, in
-    float64 (``sin``/``cos`` of ``pos·ω_i``), and a large window is reduced
+    float64 (``sin``/``cos`` of ``pos·ω_i``, the angle reduced modulo 2π exactly for large
+    positions, so a window past 2**53 shows its own rows), and a large window is reduced
     honestly by :func:`pe_lessons.plots.heatmap` (each band's min and max, never subsampling).
     """
     d_model = check_d_model(d_model)
@@ -74,9 +75,11 @@ def explorer_chart(
     if (p1 - p0) * (c1 - c0) > MAX_CELLS:
         cells = (p1 - p0) * (c1 - c0)
         raise ValueError(f"the window holds {cells} values, more than {MAX_CELLS}; narrow positions or columns")
-    pos = torch.arange(p0, p1, dtype=torch.float64)
+    if p1 > 2**63 - 1:
+        raise ValueError(f"positions must end at most at 2**63 - 1 (int64 positions), got stop = {p1}")
     cols = torch.arange(c0, c1)
-    angles = pos[:, None] * inverse_frequencies(d_model, base)[cols // 2][None, :]
+    # pos·ω_i, reduced modulo 2π exactly for large positions (float(pos)·ω_i is off by |pos|·2⁻⁵² rad)
+    angles = position_angles(torch.arange(p0, p1, dtype=torch.int64), d_model, base)[:, cols // 2]
     table = torch.where(cols % 2 == 0, torch.sin(angles), torch.cos(angles))
     title = f"PE, d_model = {d_model}, base = {_fmt_base(base)}: pos {p0}–{p1 - 1}, dimension {c0}–{c1 - 1}"
     return heatmap(table, title=title, width=width, height=height, max_rows=max_rows, start_pos=p0, start_dim=c0)

@@ -61,9 +61,17 @@ def test_check_real_bounds_and_kinds():
     for bad in (math.nan, math.inf, -math.inf):
         with pytest.raises(ValueError, match="finite"):
             check_real("x", bad)
-    for value in (True, "1", None, 1j, torch.tensor(1.0)):
+    for value in (True, "1", None, 1j, torch.tensor([1.0]), torch.tensor(True), torch.tensor(1.0, device="meta")):
         with pytest.raises(TypeError, match="x must be a real number"):
             check_real("x", value)
+    # numbers in every ordinary type: Python, NumPy scalar, 0-d tensor
+    for value in (0.5, np.float32(0.5), np.float64(0.5), torch.tensor(0.5), torch.tensor(0.5, dtype=torch.float64)):
+        assert check_real("x", value) == 0.5 and type(check_real("x", value)) is float
+    for value in (6, np.int64(6), np.uint8(6), torch.tensor(6), torch.tensor(6, dtype=torch.int32)):
+        assert check_int("x", value) == 6 and type(check_int("x", value)) is int
+    for value in (torch.tensor(6.0), np.float64(6.0), 6.0):
+        with pytest.raises(TypeError, match="x must be an integer"):
+            check_int("x", value)
     with pytest.raises(ValueError, match=r"p must be a probability in \[0, 1\) \(dropout\), got 1\.5"):
         check_real("p", 1.5, minimum=0.0, below=1.0, hint="dropout", what="a probability in [0, 1)")
     with pytest.raises(ValueError, match=r"the paper uses 10000"):

@@ -142,8 +142,44 @@ def test_similarity_of_long_inputs_stays_small_in_memory():
 
 
 def test_huge_positions_are_rejected_not_wrapped():
-    with pytest.raises(ValueError, match="2\\*\\*53"):
+    with pytest.raises(ValueError, match="less than 2\\*\\*63 apart"):
         relative_similarity([2**62, -(2**62)], 8)  # p − q would overflow int64
+    for bad in (torch.tensor([-(2**63), 0]), [-(2**63)], [2**63]):  # |−2**63| overflows int64
+        with pytest.raises(ValueError, match="2\\*\\*63"):
+            offset_similarity(bad, 8)
+    with pytest.raises(ValueError, match="2\\*\\*63"):
+        relative_similarity(torch.tensor([-(2**63), 0]), 8)
+    with pytest.raises(ValueError, match="2\\*\\*63"):
+        offset_matrix(-(2**63), 8)
+
+
+def _exact_cos_sum(k: int, d_model: int, base: float = 10000.0) -> float:
+    import mpmath
+
+    mpmath.mp.prec = 200
+    return float(
+        sum(mpmath.cos(k * mpmath.power(mpmath.mpf(base), mpmath.mpf(-2 * i) / d_model)) for i in range(d_model // 2))
+    )
+
+
+huge = st.sampled_from([2**53, 2**53 + 1, -(2**53) - 1, 2**62 + 3, 2**63 - 1, -(2**63) + 1, 2**24 + 1]) | st.integers(
+    -(2**63) + 1, 2**63 - 1
+)
+
+
+@given(k=huge, d_model=st.sampled_from([2, 8, 64]), base=st.sampled_from([10000.0, 500000.0, 2.5]))
+def test_huge_offsets_match_an_exact_reference(k, d_model, base):
+    """Angles k·ω_i are reduced modulo 2π exactly: every int64 offset is right to float64 accuracy
+    (float(k)·ω_i was off by up to 0.19 in the sum at |k| = 2**53, and wrong past it)."""
+    pytest.importorskip("mpmath")
+    want = _exact_cos_sum(k, d_model, base)
+    # exact reduction past 2**24; below, the float64 product k·ω_i is within |k|·2⁻⁵¹ rad per pair
+    tol = 1e-12 * d_model + (abs(k) * 2**-51 * d_model / 2 if abs(k) <= 2**24 else 0)
+    assert abs(float(offset_similarity([k], d_model, base)[0]) - want) < tol
+    m = offset_matrix(k, d_model, base)
+    assert abs(float(torch.diagonal(m).sum()) / 2 - want) < tol
+    s = relative_similarity([0, k], d_model, base)
+    assert abs(float(s[1, 0]) - want) < tol
 
 
 @pytest.mark.parametrize("d_model", [4, 8, 16, 64])
@@ -202,7 +238,7 @@ def test_table_by_rotation_large_positions():
         (lambda: offset_matrix(2.0, 8), TypeError, "k must be an integer"),
         (lambda: offset_matrix(True, 8), TypeError, "k must be an integer"),
         (lambda: offset_matrix(torch.tensor(1.5), 8), TypeError, "k must be an integer"),
-        (lambda: offset_matrix(2**60, 8), ValueError, "2\\*\\*53"),
+        (lambda: offset_matrix(2**63, 8), ValueError, "2\\*\\*63"),
         (lambda: offset_matrix(1, 8, base=1.0), ValueError, "base"),
         (lambda: offset_matrix(1, 8, base="10000"), TypeError, "base"),
         (lambda: offset_matrix(1, 8, dtype=torch.int32), TypeError, "dtype"),

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import FrameType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -203,7 +203,7 @@ def _release() -> None:
 _QUIET = {
     _release.__code__,
     _arm.__code__,
-    _alarm_limit.__wrapped__.__code__,  # the generator behind the context manager (entry and exit)
+    _alarm_limit.__wrapped__.__code__,  # type: ignore[attr-defined]  # the generator behind the context manager (entry and exit)
     contextlib._GeneratorContextManager.__enter__.__code__,
     contextlib._GeneratorContextManager.__exit__.__code__,
 }
@@ -212,7 +212,7 @@ _QUIET = {
 _tracing = threading.local()  # .deadlines: this thread's traced limits, innermost last
 
 
-def _trace(frame: FrameType, event: str, arg: object) -> Callable[..., object]:
+def _trace(frame: FrameType, event: str, arg: object) -> Any:  # sys.settrace's trace function: returns itself
     deadlines = _tracing.deadlines
     if deadlines and frame.f_code.co_filename != __file__:
         now = time.monotonic()
@@ -309,12 +309,13 @@ def _one_value(answer: object) -> object:
         size = math.prod(answer.shape)
         if size != 1:
             raise _NotOne(f"an array of shape {list(answer.shape)}")
-        if hasattr(answer, "detach"):
-            answer = answer.detach()
-            if answer.device.type == "meta":
+        array: Any = answer  # a tensor or a NumPy array (checked above)
+        if hasattr(array, "detach"):
+            array = array.detach()
+            if array.device.type == "meta":
                 raise _NotOne("a tensor on the meta device (it has no value)")
-            return answer.cpu().item()
-        return answer.reshape(()).item()
+            return array.cpu().item()
+        return array.reshape(()).item()
     return answer
 
 

@@ -22,6 +22,7 @@ from ._feedback import (
     is_placeholder,
     not_done,
     passed,
+    precision,
     time_limit,
 )
 
@@ -251,6 +252,7 @@ def _check_shift_width(my_shift: Callable[[torch.Tensor, torch.Tensor], object],
         if row is None:
             kind = type(got).__name__
             return failed(f"my_shift must return a row of {d_model} real numbers (tensor or list), got {kind}.")
+        tol = max(1e-9, 16 * precision(got))  # a float32 row is compared at float32 precision
         got = row.reshape(-1)
         want = table[pos + k]
         if got.numel() != d_model:
@@ -260,22 +262,22 @@ def _check_shift_width(my_shift: Callable[[torch.Tensor, torch.Tensor], object],
             )
         if not bool(torch.isfinite(got).all()):
             return failed(f"For pos = {pos}, k = {k}: your row holds NaN or inf; PE(pos + k) holds sines and cosines.")
-        if _same(got, want, 1e-9):
+        if _same(got, want, tol):
             continue
         where = f"For pos = {pos}, k = {k}, d_model = {d_model}: "
-        if _same(got, table[pos] + table[k], 1e-9):
+        if _same(got, table[pos] + table[k], tol):
             return failed(
                 where + "you added the rows. Adding encodings does not add positions: PE(pos)+PE(k) is not "
                 "PE(pos+k). Rotate each pair of PE(pos) by the angle stored in the same pair of PE(k)."
             )
-        if _same(got, table[pos] * table[k], 1e-9):
+        if _same(got, table[pos] * table[k], tol):
             return failed(
                 where + "you multiplied the rows entry by entry; each new entry needs both the sin and the cos "
                 "of its pair (angle addition), e.g. sin(a+b) = sin a·cos b + cos a·sin b."
             )
-        if pos - k >= 0 and _same(got, table[pos - k], 1e-9):
+        if pos - k >= 0 and _same(got, table[pos - k], tol):
             return failed(where + "you got PE(pos − k): a sign is flipped (you applied M_kᵀ = M_(−k)).")
-        if _same(got[swap], want, 1e-9):
+        if _same(got[swap], want, tol):
             return failed(
                 where + "sin and cos are swapped in your result: column 2i is sin(a+b), column 2i+1 is cos(a+b)."
             )

@@ -45,10 +45,10 @@ def _int_set(values: object) -> set[int] | None:
         items = list(values)  # type: ignore[call-overload]
     except Exception:
         return None
-    out = set()
+    out: set[int] = set()
     for item in items:
         value, problem = as_integer(item)
-        if problem is not None:
+        if value is None or problem is not None:
             return None
         out.add(value)
     return out
@@ -65,7 +65,7 @@ def check_learned_module(cls: type | None, max_len: int = 6, d_model: int = 4) -
     """Check a student's ``cls(max_len, d_model)`` at several sizes: a trainable ``[max_len, d_model]`` table
     started at small random values, added to ``x [batch, seq, d_model]`` for every ``seq ≤ max_len`` (``seq ==
     max_len`` included), and a ``ValueError`` naming both numbers when ``seq > max_len``."""
-    if _is_placeholder(cls):
+    if cls is None or _is_placeholder(cls):
         return not_done()
     sizes = [(max_len, d_model), *[size for size in LEARNED_SIZES if size != (max_len, d_model)]]
     with torch.random.fork_rng(devices=[]):  # seeded, and the student's global RNG is left alone

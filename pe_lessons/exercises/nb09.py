@@ -27,9 +27,9 @@ def _as_int(answer: object) -> int | None:
     if isinstance(answer, numbers.Integral):
         return int(answer)
     if isinstance(answer, numbers.Real) and math.isfinite(float(answer)) and float(answer).is_integer():
-        return int(answer)
+        return int(float(answer))
     try:  # a one-element tensor
-        value = answer.item()  # type: ignore[union-attr]
+        value = answer.item()  # type: ignore[attr-defined]
     except Exception:
         return None
     return _as_int(value) if not isinstance(value, bool) else None
@@ -84,7 +84,7 @@ def check_alibi_slopes(answer: object, n_heads: int = 6) -> Feedback:
     if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads < 1:
         return failed(f"n_heads must be a positive integer, got {_short(n_heads)}.")
     try:
-        values = [float(v) for v in answer]  # type: ignore[union-attr]
+        values = [float(v) for v in answer]  # type: ignore[attr-defined]
     except Exception:
         return failed(f"Answer with a list of {n_heads} numbers, one slope per head, got {type(answer).__name__}.")
     if not all(math.isfinite(v) for v in values):

@@ -26,7 +26,9 @@ Position schemes (:func:`available_schemes`):
   context-extension rule ``rope_scaling`` (:func:`~pe_lessons.rotary.scaled_frequencies`);
   :meth:`ToyTransformer.with_rope` gives a copy that reads positions with another rule.
 - ``"alibi"``: :class:`~pe_lessons.relative.ALiBiBias`, a fixed linear penalty on distance, as ``b``.
-- ``"t5"``: :class:`~pe_lessons.relative.RelativePositionBias`, a learned bucketed bias, as ``b``.
+- ``"t5"``: :class:`~pe_lessons.relative.RelativePositionBias`, a learned bucketed bias, as ``b``, added
+  to **unscaled** scores as in T5 (``q̃ k̃ᵀ + b``, no ``1/√head_dim``: T5 folds that factor into the
+  initialisation of the query projection, and so does this toy).
 
 Tasks (all need positions; all have a fixed vocabulary of ``n_symbols`` filler tokens; :data:`TASKS`):
 
@@ -50,7 +52,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import cast
@@ -93,6 +95,7 @@ __all__ = [
     "make_task",
     "make_model",
     "train",
+    "train_seeds",
     "evaluate",
     "with_nope_layers",
 ]
@@ -153,15 +156,16 @@ def attention(
     positions: torch.Tensor | None = None,
     bias: torch.Tensor | None = None,
     causal: bool = False,
+    scale: float | None = None,
 ) -> torch.Tensor:
-    r"""Scaled dot-product attention: ``softmax(q̃ k̃ᵀ / √head_dim + bias + mask) v``.
+    r"""Scaled dot-product attention: ``softmax(scale · q̃ k̃ᵀ + bias + mask) v``, ``scale = 1/√head_dim``.
 
     ``q, k, v`` are ``[batch, heads, seq, head_dim]``. When ``rotate`` is given,
     ``(q̃, k̃) = rotate(q, k, positions)`` (``positions`` default to ``arange(seq)``);
     otherwise ``q̃, k̃ = q, k``. ``bias`` (optional) is added to the scores; it must broadcast
     to ``[batch, heads, seq, seq]`` (e.g. ``[heads, seq, seq]`` from ALiBi or a T5 bias).
-    ``causal=True`` masks every key after its query (score ``-inf``, weight 0). Returns
-    ``[batch, heads, seq, head_dim]``.
+    ``causal=True`` masks every key after its query (score ``-inf``, weight 0). ``scale`` replaces
+    ``1/√head_dim`` (T5 uses ``scale=1``: unscaled scores). Returns ``[batch, heads, seq, head_dim]``.
     """
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_tensor(name, t)
@@ -170,12 +174,15 @@ def attention(
     if q.shape != k.shape or k.shape[:-1] != v.shape[:-1]:
         raise ValueError(f"q, k, v shapes do not fit: q {list(q.shape)}, k {list(k.shape)}, v {list(v.shape)}")
     check_bool("causal", causal)
+    if scale is not None:
+        scale = check_real("scale", scale, above=0.0, hint="None for 1/sqrt(head_dim), 1 for T5")
     if rotate is not None:
         seq = q.shape[-2]
         if positions is None:
             positions = torch.arange(seq, device=q.device)
         q, k = rotate(q, k, positions)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    scores = q @ k.transpose(-2, -1)
+    scores = scores / math.sqrt(q.shape[-1]) if scale is None else scores * scale
     if bias is not None:
         check_tensor("bias", bias)
         try:
@@ -197,7 +204,8 @@ class MultiHeadSelfAttention(nn.Module):
     """Self-attention with ``n_heads`` heads of width ``d_model // n_heads``; see :func:`attention`.
 
     ``rotate`` turns q and k (rotary); ``bias`` is a module or function ``bias(q_len, k_len)`` giving
-    ``[n_heads, q_len, k_len]`` added to the scores (ALiBi, T5); ``causal`` masks future keys.
+    ``[n_heads, q_len, k_len]`` added to the scores (ALiBi, T5); ``causal`` masks future keys; ``scale``
+    multiplies ``q kᵀ`` (``None``: ``1/√head_dim``; T5: ``1``).
     """
 
     def __init__(
@@ -208,6 +216,7 @@ class MultiHeadSelfAttention(nn.Module):
         *,
         bias: Bias | None = None,
         causal: bool = False,
+        scale: float | None = None,
     ) -> None:
         super().__init__()
         d_model = check_d_model(d_model)
@@ -220,13 +229,16 @@ class MultiHeadSelfAttention(nn.Module):
         self.rotate = rotate
         self.bias = bias
         self.causal = check_bool("causal", causal)
+        self.scale = scale
 
     def weights(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         """The attention weights ``[batch, heads, seq, seq]`` (rows: queries, columns: keys) for input ``x``."""
         b, s, _ = x.shape
         q, k, _ = self.qkv(x).view(b, s, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         eye = torch.eye(s, dtype=x.dtype, device=x.device).expand(b, self.n_heads, s, s)
-        return attention(q, k, eye, rotate=self.rotate, positions=positions, bias=self._bias(s), causal=self.causal)
+        return attention(
+            q, k, eye, rotate=self.rotate, positions=positions, bias=self._bias(s), causal=self.causal, scale=self.scale
+        )
 
     def _bias(self, seq: int) -> torch.Tensor | None:
         return None if self.bias is None else self.bias(seq, seq)
@@ -234,7 +246,9 @@ class MultiHeadSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         b, s, d = x.shape
         q, k, v = self.qkv(x).view(b, s, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        y = attention(q, k, v, rotate=self.rotate, positions=positions, bias=self._bias(s), causal=self.causal)
+        y = attention(
+            q, k, v, rotate=self.rotate, positions=positions, bias=self._bias(s), causal=self.causal, scale=self.scale
+        )
         return self.out(y.transpose(1, 2).reshape(b, s, d))
 
 
@@ -254,10 +268,11 @@ class EncoderBlock(nn.Module):
         *,
         bias: Bias | None = None,
         causal: bool = False,
+        scale: float | None = None,
     ) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(d_model)
-        self.attn = MultiHeadSelfAttention(d_model, n_heads, rotate, bias=bias, causal=causal)
+        self.attn = MultiHeadSelfAttention(d_model, n_heads, rotate, bias=bias, causal=causal, scale=scale)
         self.norm2 = nn.LayerNorm(d_model)
         self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
 
@@ -285,7 +300,10 @@ class ToyTransformer(nn.Module):
     (offsets from ``max_len`` on share its last bucket). ``num_buckets`` is the T5 bias's
     bucket count (split by sign unless ``causal``). ``causal=True`` masks future keys in
     every layer: with ``scheme="none"`` that is a decoder with no positional encoding (NoPE).
-    The T5 bias module is one table shared by all layers, as in T5; ALiBi has no parameters.
+    The T5 bias module is one table shared by all layers, as in T5, and its scores are unscaled
+    (``q kᵀ + b``, as ``T5Attention`` computes them): the query projection's initial weights and
+    bias are divided by ``√head_dim`` instead, so the untrained model computes what scaled
+    attention would. ALiBi has no parameters.
     """
 
     def __init__(
@@ -333,9 +351,16 @@ class ToyTransformer(nn.Module):
                 max_distance=max_len,
                 bidirectional=not causal,
             )
+        scale = 1.0 if scheme == "t5" else None  # T5: unscaled scores
         self.blocks = Blocks(
-            EncoderBlock(self.d_model, n_heads, rotate, bias=self.relative, causal=causal) for _ in range(n_layers)
+            EncoderBlock(self.d_model, n_heads, rotate, bias=self.relative, causal=causal, scale=scale)
+            for _ in range(n_layers)
         )
+        if scheme == "t5":  # fold 1/√head_dim into the initial query projection (rows 0 … d_model-1 of qkv)
+            with torch.no_grad():
+                for block in self.blocks:
+                    block.attn.qkv.weight[: self.d_model] /= math.sqrt(block.attn.head_dim)
+                    block.attn.qkv.bias[: self.d_model] /= math.sqrt(block.attn.head_dim)
         self.norm = nn.LayerNorm(self.d_model)
         self.head = nn.Linear(self.d_model, self.n_classes)
 
@@ -385,7 +410,10 @@ class ToyTransformer(nn.Module):
         return x if self.position is None else self.position(x)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        tokens = self._check_tokens(tokens)
+        return self._logits(self._check_tokens(tokens))
+
+    def _logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        """``forward`` without the token checks (they read values, which ``torch.func.vmap`` cannot)."""
         x = self._embed(tokens)
         positions = torch.arange(tokens.shape[1], device=x.device)
         for block in self.blocks:
@@ -405,6 +433,37 @@ class ToyTransformer(nn.Module):
             weights.append(block.attn.weights(block.norm1(x), positions))
             x = block(x, positions)
         return torch.stack(weights)
+
+    @torch.no_grad()
+    def hidden_states(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The residual stream ``[n_layers + 1, batch, seq, d_model]``: after the embedding (and any
+        added position vectors), then after each block (what a linear probe reads)."""
+        tokens = self._check_tokens(tokens)
+        x = self._embed(tokens)
+        positions = torch.arange(tokens.shape[1], device=x.device)
+        states = [x]
+        for block in self.blocks:
+            x = block(x, positions)
+            states.append(x)
+        return torch.stack(states)
+
+    def without_heads(self, heads: Iterable[tuple[int, int]]) -> ToyTransformer:
+        """A copy with the attention heads ``(layer, head)`` ablated: their outputs are zeroed (the columns
+        of the output projection that read them), so the rest of the model no longer receives them."""
+        twin = copy.deepcopy(self)
+        with torch.no_grad():
+            for pair in heads:
+                if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                    raise ValueError(f"heads must be (layer, head) pairs, got {pair!r}")
+                layer = check_int("layer", pair[0], minimum=0)
+                head = check_int("head", pair[1], minimum=0)
+                if layer >= len(self.blocks):
+                    raise ValueError(f"layer must be below n_layers={len(self.blocks)}, got {layer}")
+                attn = twin.blocks[layer].attn
+                if head >= attn.n_heads:
+                    raise ValueError(f"head must be below n_heads={attn.n_heads}, got {head}")
+                attn.out.weight[:, head * attn.head_dim : (head + 1) * attn.head_dim] = 0
+        return twin
 
     def with_longer_table(self, max_len: int, *, seed: int = 0) -> ToyTransformer:
         """A copy whose learned table has ``max_len`` rows; the new rows are untrained ``N(0, 0.02²)`` draws."""
@@ -664,6 +723,68 @@ def train(
     finally:
         model.train(was_training)  # the mode the model came in with, also when a step raises
     return pd.DataFrame(rows, columns=["step", "seq_len", "loss", "accuracy"])
+
+
+def train_seeds(
+    task: Task,
+    scheme: str,
+    seeds: Iterable[int],
+    *,
+    seq_len: int,
+    steps: int = 200,
+    batch_size: int = 32,
+    lr: float = 3e-3,
+    **model_kwargs: object,
+) -> tuple[list[ToyTransformer], pd.DataFrame]:
+    """Train one model per seed as one batch: ``make_model(task, scheme, seed=s, **model_kwargs)`` trained
+    on the data of ``train(..., seed=s)``, all seeds in one vectorised step (``torch.func.vmap``).
+
+    Each seed's model sees exactly the batches, learning rates and AdamW updates that :func:`train` would
+    give it (AdamW is elementwise and the seeds' losses share no parameter, so the summed loss gives each
+    model its own gradient); only the last bits differ (batched kernels add up in another order), which
+    training amplifies a little. Costs about a third of training the seeds one after the other.
+    Returns the trained models (in the order of ``seeds``) and a frame like :func:`train`'s, with a
+    ``seed`` column.
+    """
+    task = _check_task(task)
+    seeds = [check_int("seed", s) for s in seeds]
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct integers, at least one, got {seeds!r}")
+    seq_len = check_int("seq_len", seq_len, minimum=2)
+    steps = check_int("steps", steps, minimum=1)
+    lr = check_real("lr", lr, above=0.0, below=1.0, hint="a learning rate")
+    models = [make_model(task, scheme, seed=s, **model_kwargs) for s in seeds]
+    template = copy.deepcopy(models[0]).to("meta")
+    params = {name: nn.Parameter(value) for name, value in torch.func.stack_module_state(models)[0].items()}
+    buffers = dict(models[0].named_buffers())  # fixed tables (ALiBi's slopes, sinusoids): the same for every seed
+
+    # no token checks under vmap: they read values, which vmap cannot (sample() makes valid ids)
+    template.forward = template._logits  # type: ignore[method-assign]
+    batched = torch.func.vmap(
+        lambda p, b, tokens: torch.func.functional_call(template, (p, b), (tokens,)), in_dims=(0, None, 0)
+    )
+    generators = [torch.Generator().manual_seed(s) for s in seeds]
+    optimizer = torch.optim.AdamW(params.values(), lr=float(lr))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda done: 1.0 - done / steps)
+    rows: list[tuple[int, int, int, float, float]] = []
+    with _one_thread():
+        for step in range(1, steps + 1):
+            samples = [task.sample(batch_size, seq_len, g) for g in generators]
+            tokens = torch.stack([t for t, _ in samples])
+            labels = torch.stack([y for _, y in samples])
+            out = batched(params, buffers, tokens)
+            losses, accuracies = zip(*(_loss_and_accuracy(out[i], labels[i]) for i in range(len(seeds))))
+            optimizer.zero_grad(set_to_none=True)
+            torch.stack(losses).sum().backward()
+            optimizer.step()
+            schedule.step()
+            rows.extend((s, step, seq_len, loss.item(), acc) for s, loss, acc in zip(seeds, losses, accuracies))
+    with torch.no_grad():
+        for i, model in enumerate(models):
+            for name, value in model.named_parameters():
+                value.copy_(params[name][i])
+    history = pd.DataFrame(rows, columns=["seed", "step", "seq_len", "loss", "accuracy"])
+    return models, history
 
 
 @torch.no_grad()

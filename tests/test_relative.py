@@ -231,3 +231,69 @@ def test_accuracy_by_length_chart_keeps_single_points_and_drops_nan():
     assert means == {("a", 16): 0.95, ("a", 32): 0.6, ("b", 16): 0.8}
     with pytest.raises(ValueError, match="columns scheme, length, accuracy"):
         plots.accuracy_by_length(frame.drop(columns="scheme"))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_toy_t5_attention_matches_t5attention_unscaled_scores(causal):
+    """The toy's T5 scheme computes what ``T5Attention`` does: ``q kᵀ + bias`` with no 1/√head_dim."""
+    from pe_lessons.toy import ToyTransformer
+
+    model = ToyTransformer(8, 8, scheme="t5", d_model=32, n_heads=4, causal=causal, max_len=16, num_buckets=8)
+    attn = model.blocks[0].attn
+    assert attn.scale == 1.0
+    config = t5.T5Config(
+        d_model=32,
+        d_kv=8,
+        num_heads=4,
+        relative_attention_num_buckets=8,
+        relative_attention_max_distance=16,
+        is_decoder=causal,
+        dropout_rate=0.0,
+    )
+    ref = t5.T5Attention(config, has_relative_attention_bias=True, layer_idx=0).eval()
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        attn.qkv.weight.copy_(torch.randn(96, 32, generator=g))  # large weights: a missing or extra scale shows
+        attn.qkv.bias.zero_()  # T5's projections have no bias
+        attn.out.bias.zero_()
+        model.relative.weight.copy_(torch.randn(8, 4, generator=g) * 3)
+        ref.q.weight.copy_(attn.qkv.weight[:32])
+        ref.k.weight.copy_(attn.qkv.weight[32:64])
+        ref.v.weight.copy_(attn.qkv.weight[64:])
+        ref.o.weight.copy_(attn.out.weight)
+        ref.relative_attention_bias.weight.copy_(model.relative.weight)
+        x = torch.randn(2, 40, 32, generator=g)  # 40 > max_distance: the last bucket is shared
+        mask = None
+        if causal:
+            mask = torch.zeros(40, 40).masked_fill(torch.ones(40, 40, dtype=torch.bool).triu(1), float("-inf"))
+            mask = mask[None, None]
+        want = ref(x, mask=mask)[0]
+        torch.testing.assert_close(attn(x, torch.arange(40)), want, rtol=1e-4, atol=1e-4)
+        # with 1/√head_dim, the scores the toy used to compute, the outputs differ
+        attn.scale = None
+        assert (attn(x, torch.arange(40)) - want).abs().max() > 0.1
+
+
+def test_toy_t5_starts_like_scaled_attention():
+    """T5 folds 1/√head_dim into the query projection's initialisation: the untrained toy's query weights are
+    a plain model's divided by √head_dim, so it computes what scaled attention with the plain weights does."""
+    import copy
+
+    from pe_lessons.toy import ToyTransformer
+
+    torch.manual_seed(0)
+    t5_model = ToyTransformer(8, 8, scheme="t5", d_model=32, n_heads=4, causal=True)
+    torch.manual_seed(0)
+    plain = ToyTransformer(8, 8, scheme="none", d_model=32, n_heads=4, causal=True)  # same draws, no folding
+    for a, b in zip(plain.blocks, t5_model.blocks):
+        torch.testing.assert_close(b.attn.qkv.weight[:32], a.attn.qkv.weight[:32] / 8**0.5)
+        torch.testing.assert_close(b.attn.qkv.weight[32:], a.attn.qkv.weight[32:])
+    unfolded = copy.deepcopy(t5_model)
+    with torch.no_grad():
+        for block in unfolded.blocks:
+            block.attn.qkv.weight[:32] *= 8**0.5
+            block.attn.qkv.bias[:32] *= 8**0.5
+            block.attn.scale = 8**-0.5
+    tokens = torch.randint(0, 8, (2, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        torch.testing.assert_close(unfolded(tokens), t5_model(tokens), rtol=1e-5, atol=1e-5)

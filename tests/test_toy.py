@@ -420,6 +420,65 @@ def test_huge_batches_are_refused():
         set_memory_limit(None)
 
 
+# --------------------------------------------------------------------------- batched seeds, probes, ablations
+
+
+def test_train_seeds_gives_each_seed_what_train_gives_it():
+    from pe_lessons.toy import train_seeds
+
+    task = LagTask(n_symbols=8, lag=2)
+    kwargs = dict(causal=True, d_model=16, n_heads=2, n_layers=1, max_len=12)
+    for scheme, extra in [("rotary", {"rope_base": 1e5}), ("t5", {}), ("alibi", {})]:
+        models, history = train_seeds(task, scheme, [4, 1], seq_len=12, steps=15, lr=5e-3, **kwargs, **extra)
+        assert list(history.columns) == ["seed", "step", "seq_len", "loss", "accuracy"] and len(history) == 30
+        for seed, batched in zip([4, 1], models):
+            alone = make_model(task, scheme, seed=seed, **kwargs, **extra)
+            ref = train(alone, task, seq_len=12, steps=15, lr=5e-3, seed=seed)
+            torch.testing.assert_close(
+                torch.tensor(history.loc[history.seed == seed, "loss"].to_numpy()),
+                torch.tensor(ref["loss"].to_numpy()),
+                rtol=1e-5,
+                atol=1e-5,
+            )
+            tokens = task.sample(4, 30, torch.Generator().manual_seed(0))[0]
+            with torch.no_grad():
+                torch.testing.assert_close(batched(tokens), alone(tokens), rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="seeds must be distinct"):
+        train_seeds(task, "none", [1, 1], seq_len=12, steps=1)
+    with pytest.raises(ValueError, match="lr"):
+        train_seeds(task, "none", [1], seq_len=12, steps=1, lr=2)
+
+
+def test_hidden_states_and_without_heads():
+    model = ToyTransformer(8, 8, scheme="alibi", d_model=16, n_heads=2, n_layers=2, causal=True)
+    tokens = torch.randint(0, 8, (3, 9), generator=torch.Generator().manual_seed(0))
+    states = model.hidden_states(tokens)
+    assert states.shape == (3, 3, 9, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(model.head(model.norm(states[-1])), model(tokens))
+        torch.testing.assert_close(states[0], model.embed(tokens))
+    ablated = model.without_heads([(1, 0)])
+    assert ablated is not model and not ablated.blocks[1].attn.out.weight[:, :8].any()
+    torch.testing.assert_close(ablated.blocks[1].attn.out.weight[:, 8:], model.blocks[1].attn.out.weight[:, 8:])
+    assert model.blocks[1].attn.out.weight[:, :8].any()  # the original is untouched
+    with torch.no_grad():
+        assert (ablated(tokens) - model(tokens)).abs().max() > 0
+        torch.testing.assert_close(model.without_heads([])(tokens), model(tokens))
+    for bad, match in [([(2, 0)], "layer"), ([(0, 2)], "head"), ([3], "pairs"), ([(0, -1)], "head")]:
+        with pytest.raises(ValueError, match=match):
+            model.without_heads(bad)
+
+
+def test_attention_scale():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 5, 4, generator=g) for _ in range(3))
+    torch.testing.assert_close(attention(q, k, v, scale=0.5), attention(q, k, v))  # 1/√4
+    torch.testing.assert_close(attention(q, k, v, scale=1.0), attention(2 * q, k, v))
+    for bad in (0, -1.0, float("inf"), True, "1"):
+        with pytest.raises((TypeError, ValueError), match="scale"):
+            attention(q, k, v, scale=bad)
+
+
 # --------------------------------------------------------------------------- RoPE options (notebook 10)
 
 

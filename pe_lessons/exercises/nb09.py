@@ -1,78 +1,72 @@
-"""Checkers for the exercises of notebook 09 (relative biases: T5 buckets, ALiBi, NoPE, length)."""
+"""Checkers for the exercises of notebook 09 (relative biases: T5 buckets, ALiBi, rotary's reach, T5 scores).
+
+Each takes the student's answer in any ordinary type (int, float, NumPy scalar, 0-d tensor, list)
+and returns :class:`~pe_lessons.exercises._feedback.Feedback`; hints name the rule, never the answer.
+"""
 
 from __future__ import annotations
 
 import math
-import numbers
+
+import torch
 
 from ..relative import alibi_slopes, t5_relative_bucket
-from ._feedback import Feedback, _short, checker, failed, not_done, passed
+from ._feedback import Feedback, _short, as_integer, as_number, attempt, checker, failed, not_done, passed
 
-__all__ = ["FALL_REASONS", "check_t5_bucket", "check_alibi_slopes", "check_first_to_fall"]
-
-#: Why a scheme's accuracy falls past the trained length: the choices of exercise 3.
-FALL_REASONS = {
-    "a": "its positions past the trained length are vectors the model never saw (absolute positions)",
-    "b": "its bias grows without limit with distance, so far tokens dominate attention",
-    "c": "it has no rows past its table, so it cannot run at all",
-    "d": "the causal mask hides the previous token at long lengths",
-}
-_FIRST_TO_FALL, _REASON = "sinusoidal", "a"
-_SCHEMES = ("none", "sinusoidal", "rotary", "alibi", "t5")
-
-
-def _as_int(answer: object) -> int | None:
-    if isinstance(answer, bool):
-        return None
-    if isinstance(answer, numbers.Integral):
-        return int(answer)
-    if isinstance(answer, numbers.Real) and math.isfinite(float(answer)) and float(answer).is_integer():
-        return int(float(answer))
-    try:  # a one-element tensor
-        value = answer.item()  # type: ignore[attr-defined]
-    except Exception:
-        return None
-    return _as_int(value) if not isinstance(value, bool) else None
+__all__ = ["check_t5_bucket", "check_alibi_slopes", "rotary_reach", "check_rotary_reach", "check_t5_scores"]
 
 
 @checker
-def check_t5_bucket(answer: object, offset: int = -40) -> Feedback:
-    """Check the T5 bucket (bidirectional, 32 buckets, max_distance 128) of ``offset = key − query``."""
+def check_t5_bucket(answer: object, offset: int = 20, *, num_buckets: int = 16, max_distance: int = 64) -> Feedback:
+    """Check the bidirectional T5 bucket of ``offset = key − query`` (``num_buckets``, ``max_distance``)."""
     if answer is None or answer is Ellipsis:
         return not_done()
-    value = _as_int(answer)
-    if value is None:
-        return failed(f"Answer with one whole number (a bucket index), got {_short(answer)}.")
-    want = int(t5_relative_bucket(offset))
+    whole, problem = as_integer(answer, "one whole number (a bucket index)")
+    if whole is None:
+        number, _ = as_number(answer)
+        if number is None or not float(number).is_integer():
+            return problem if problem is not None else failed("Answer with one whole number (a bucket index).")
+        whole = int(number)
+    value: int = whole
+
+    def bucket(r: int, bidirectional: bool = True) -> int:
+        return int(
+            t5_relative_bucket(r, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
+        )
+
+    want = bucket(offset)
+    half = num_buckets // 2
+    exact = half // 2
     distance = abs(offset)
     if value == want:
         return passed(
-            f"Bucket {want}: 16 buckets per side, 8 exact; {distance} ≥ 8, so "
-            f"8 + ⌊ln({distance}/8)/ln(128/8) · 8⌋ = {want}"
-            + (" (+16 because the offset is positive)." if offset > 0 else " (negative offset: lower half).")
+            f"Bucket {want}: {half} buckets per side, {exact} of them exact; {distance} ≥ {exact}, so "
+            f"{exact} + ⌊ln({distance}/{exact}) / ln({max_distance}/{exact}) · {half - exact}⌋"
+            + (f", plus {half} for a key after the query." if offset > 0 else " (a key before the query).")
         )
-    if value == int(t5_relative_bucket(-offset)):
+    if value == bucket(-offset):
+        return failed("Check the side: the offset is key − query. Which half of the buckets do keys on this side use?")
+    if value in (bucket(offset, bidirectional=False), bucket(-offset, bidirectional=False)):
         return failed(
-            "Sign: a positive offset (key after query) uses the upper 16 buckets; this offset is "
-            f"{offset}, key − query, so it stays in the lower half."
+            f"That is a causal (one-sided) bucket, with all {num_buckets} buckets on one side. This bias is "
+            f"bidirectional: {half} buckets per side."
         )
-    if value == int(t5_relative_bucket(offset, bidirectional=False)):
-        return failed(
-            "That is the causal (unidirectional) bucket, with all 32 buckets on one side. T5's encoder is "
-            "bidirectional: 16 buckets per side, of which 8 are exact."
-        )
-    exact_part = math.log(distance / 8) / math.log(16) * 8 if distance >= 8 else None
-    if exact_part is not None and value == 8 + round(exact_part) and value != want:
-        return failed(f"Close: T5 rounds down (⌊{exact_part:.2f}⌋), it does not round to the nearest integer.")
-    if exact_part is not None and value == math.floor(exact_part):
-        return failed("You forgot the 8 exact buckets in front: the logarithmic buckets start at 8.")
-    if value == distance:
-        return failed(f"Only distances below 8 have a bucket of their own; {distance} falls in a logarithmic bucket.")
-    if not 0 <= value < 32:
-        return failed(f"There are only 32 buckets (0 … 31); {value} is not one of them.")
+    if not 0 <= value < num_buckets:
+        return failed(f"There are only {num_buckets} buckets (0 … {num_buckets - 1}); {value} is not one of them.")
+    side = half if offset > 0 else 0
+    if distance >= exact:
+        log_part = math.log(distance / exact) / math.log(max_distance / exact) * (half - exact)
+        if value == side + exact + round(log_part) and round(log_part) != math.floor(log_part):
+            return failed("Close: T5 rounds the logarithmic part down, not to the nearest integer.")
+        if value == side + math.floor(log_part):
+            return failed(f"The logarithmic buckets start after the {exact} exact ones.")
+        if value == exact + math.floor(log_part) and side:
+            return failed("Right distance bucket, wrong half: keys after the query use the upper half.")
+    if value == side + distance:
+        return failed(f"Only distances below {exact} have a bucket each; {distance} falls in a logarithmic bucket.")
     return failed(
-        "Not the bucket. With 32 bidirectional buckets: 16 per side, distances 0–7 exact, then "
-        "8 + ⌊ln(d/8) / ln(128/8) · 8⌋, at most 15; positive offsets add 16."
+        f"Not the bucket. Split the {num_buckets} buckets by side, then: distances below {exact} exact, the rest "
+        "logarithmic up to max_distance (rounded down), capped at the side's last bucket."
     )
 
 
@@ -83,18 +77,21 @@ def check_alibi_slopes(answer: object, n_heads: int = 6) -> Feedback:
         return not_done()
     if isinstance(n_heads, bool) or not isinstance(n_heads, int) or n_heads < 1:
         return failed(f"n_heads must be a positive integer, got {_short(n_heads)}.")
+    if isinstance(answer, (str, bytes)):
+        return failed(f"Answer with a list of {n_heads} numbers, one slope per head, got text.")
     try:
-        values = [float(v) for v in answer]  # type: ignore[attr-defined]
+        values = [as_number(v)[0] for v in answer]  # type: ignore[attr-defined]
     except Exception:
         return failed(f"Answer with a list of {n_heads} numbers, one slope per head, got {type(answer).__name__}.")
-    if not all(math.isfinite(v) for v in values):
-        return failed("Every slope must be a finite number (no nan or inf).")
+    if any(v is None for v in values):
+        return failed("Every slope must be a finite number (no text, nan or inf).")
     want = alibi_slopes(n_heads).tolist()
     if len(values) != n_heads:
         return failed(f"{n_heads} heads need {n_heads} slopes, got {len(values)}.")
 
-    def same(a: list[float], b: list[float]) -> bool:
-        return all(math.isclose(x, y, rel_tol=1e-6, abs_tol=1e-12) for x, y in zip(a, b, strict=True))
+    def same(a: list, b: list) -> bool:
+        # the precision a student types: 4 significant digits (0.0039 for 1/256) is enough
+        return all(math.isclose(x, y, rel_tol=2e-3, abs_tol=1e-12) for x, y in zip(a, b, strict=True))
 
     closest = 2 ** (n_heads.bit_length() - 1)
     if same(values, want):
@@ -111,45 +108,109 @@ def check_alibi_slopes(answer: object, n_heads: int = 6) -> Feedback:
     naive = [2.0 ** (-8 * h / n_heads) for h in range(1, n_heads + 1)]
     if same(values, naive):
         return failed(
-            f"That is 2^(-8h/{n_heads}), the power-of-two rule applied to {n_heads} heads. The paper's "
-            f"code only uses it for powers of two; for {n_heads} it takes {closest} heads' slopes, "
-            f"then some of {2 * closest} heads'."
+            f"That is the power-of-two rule applied to {n_heads} heads. The paper's code only uses it for "
+            "powers of two; what does it do for other head counts?"
         )
     doubled = [2.0 ** (-4 * h / closest) for h in range(1, 2 * closest + 1)]
     if same(values, doubled[:n_heads]):
         return failed(
-            f"Those are the first slopes of {2 * closest} heads. Start from the largest power of two "
-            f"≤ {n_heads} ({closest} heads), then add every other slope of {2 * closest} heads."
+            f"Those are the first slopes of {2 * closest} heads. Start from the largest power of two ≤ {n_heads}."
         )
     return failed(
         "Not ALiBi's slopes. For n a power of two: 2^(-8h/n), h = 1 … n. Otherwise take n' = the largest "
-        "power of two ≤ n, its n' slopes, then slopes 1, 3, 5, … of 2n' heads."
+        "power of two ≤ n, its n' slopes, then some of the slopes of 2n' heads (which ones?)."
     )
 
 
+def rotary_reach(base: float, head_dim: int) -> float:
+    """The offset at which rotary's second pair (``θ_1 = base^(-2/head_dim)``) has turned by π: ``π / θ_1``."""
+    return math.pi * base ** (2 / head_dim)
+
+
 @checker
-def check_first_to_fall(scheme: object, reason: object) -> Feedback:
-    """Check which scheme's accuracy falls first past the trained length (learned excluded) and why."""
-    if scheme is None or scheme is Ellipsis or reason is None or reason is Ellipsis:
+def check_rotary_reach(answer: object, base: float, head_dim: int) -> Feedback:
+    """Check the offset ``π / θ_1`` at which rotary's pair 1 has turned half a circle (within 1 % or ±1)."""
+    if answer is None or answer is Ellipsis:
         return not_done()
-    if not isinstance(scheme, str) or scheme.strip().lower() not in (*_SCHEMES, "learned"):
-        return failed(f"scheme must be one of {', '.join(map(repr, _SCHEMES))}, got {_short(scheme)}.")
-    if not isinstance(reason, str) or reason.strip().lower() not in FALL_REASONS:
-        return failed(f"reason must be one of the letters {', '.join(map(repr, FALL_REASONS))}, got {_short(reason)}.")
-    scheme, reason = scheme.strip().lower(), reason.strip().lower()
-    if scheme == "learned":
-        return failed(
-            "The learned table does not fall, it cannot run at all past its rows (reason c): the question "
-            "leaves it out. Which of the others drops first?"
+    value, problem = as_number(answer, "a number (an offset in tokens)")
+    if value is None:
+        return problem if problem is not None else failed("Answer with a number (an offset in tokens).")
+    want = rotary_reach(base, head_dim)
+    if abs(value - want) <= max(1.0, 0.01 * want):
+        return passed(
+            f"π / θ_1 = π · {base:g}^(2/{head_dim}) ≈ {want:.0f} tokens: past this offset pair 1 has turned by more "
+            "than half a circle, an angle the trained offsets never produced. Now run it and compare."
         )
-    if scheme != _FIRST_TO_FALL:
-        return failed(f"Look at the 2× column: {_short(scheme)} is not the one that drops first in every seed.")
-    if reason != _REASON:
-        return failed(
-            f"Right scheme; wrong reason: ({reason}) {FALL_REASONS[reason]}. What does a sinusoidal model "
-            "see at position 20 that it never saw in training?"
-        )
+    for wrong, hint in [
+        (math.pi * base ** (1 / head_dim), "Check the exponent: θ_i = base^(-2i/head_dim), and this is pair i = 1."),
+        (2 * math.pi * base ** (2 / head_dim), "Half a turn is π radians, not 2π."),
+        (
+            math.pi * base ** (2 * 2 / head_dim),
+            "That is pair 2. Which pair is the fastest one that has not "
+            "turned half a circle within the training length?",
+        ),
+        (base ** (2 / head_dim), "That is 1/θ_1: the offset where the angle reaches 1 radian. How far for π?"),
+    ]:
+        if abs(value - wrong) <= max(1.0, 0.01 * wrong):
+            return failed(hint)
+    return failed(
+        "Not quite. Pair i turns by θ_i = base^(-2i/head_dim) radians per token of offset; find the offset at "
+        "which pair 1 has turned by π."
+    )
+
+
+def _t5_bias(seq: int, table: torch.Tensor, max_distance: int, *, flipped: bool = False) -> torch.Tensor:
+    """``[heads, seq, seq]``: the causal T5 bias of bucket(key − query), or of query − key when ``flipped``."""
+    relative = torch.arange(seq)[None, :] - torch.arange(seq)[:, None]  # key − query
+    if flipped:
+        relative = -relative
+    buckets = t5_relative_bucket(relative, bidirectional=False, num_buckets=table.shape[0], max_distance=max_distance)
+    return table[buckets].permute(2, 0, 1)
+
+
+@checker
+def check_t5_scores(t5_scores: object) -> Feedback:
+    """Check ``t5_scores(q, k, table, max_distance)`` (``q, k``: ``[heads, seq, head_dim]``; ``table``:
+    ``[num_buckets, heads]``) against T5's causal attention scores ``q kᵀ + table[bucket(key − query)]``
+    on the keys a causal model uses (key ≤ query), for several sizes."""
+    if t5_scores is None or t5_scores is Ellipsis:
+        return not_done()
+    if not callable(t5_scores):
+        return failed(f"t5_scores must be a function; got {_short(t5_scores)} ({type(t5_scores).__name__}).")
+    g = torch.Generator().manual_seed(9)
+    for heads, seq, head_dim, buckets, max_distance in [(2, 5, 4, 8, 16), (3, 21, 8, 8, 16), (1, 12, 6, 6, 10)]:
+        q, k = (torch.randn(heads, seq, head_dim, generator=g, dtype=torch.float64) for _ in range(2))
+        table = torch.randn(buckets, heads, generator=g, dtype=torch.float64)
+        got, problem = attempt("t5_scores(q, k, table, max_distance)", t5_scores, q, k, table, max_distance)
+        if problem is not None:
+            return problem
+        if not isinstance(got, torch.Tensor):
+            return failed(f"t5_scores must return a tensor, got {_short(got)} ({type(got).__name__}).")
+        if tuple(got.shape) != (heads, seq, seq):
+            return failed(
+                f"For {heads} heads and {seq} tokens the scores are [{heads}, {seq}, {seq}], got {list(got.shape)}."
+            )
+        past = torch.ones(seq, seq, dtype=torch.bool).tril()  # the keys a causal model uses
+
+        def matches(candidate: torch.Tensor, got: torch.Tensor = got, past: torch.Tensor = past) -> bool:
+            return bool(torch.allclose(got.to(torch.float64)[:, past], candidate[:, past], rtol=1e-6, atol=1e-6))
+
+        dots = q @ k.transpose(-1, -2)
+        bias, flipped = _t5_bias(seq, table, max_distance), _t5_bias(seq, table, max_distance, flipped=True)
+        if matches(dots + bias):
+            continue
+        if matches(dots / math.sqrt(head_dim) + bias):
+            return failed(
+                "The bias is right now; the dot products are not what T5 adds it to. How does T5Attention "
+                "(transformers) scale q·kᵀ?"
+            )
+        if matches(dots + flipped) or matches(dots / math.sqrt(head_dim) + flipped):
+            return failed(
+                "Every key in the past gets the same bias here, whatever its distance: the buckets are computed "
+                "from the wrong offset. Which one does t5_relative_bucket expect, query − key or key − query?"
+            )
+        return failed("Not T5's scores yet: compare one entry by hand with q·k plus the bias of its bucket.")
     return passed(
-        "Sinusoidal: its vectors at positions 16 and up were never seen in training, while the relative "
-        "schemes only see offsets — and with a causal mask, positions below 16 are unaffected by length."
+        "T5's causal scores: q·kᵀ with no 1/√head_dim, plus the learned bias of bucket(key − query); checked "
+        "on three sizes of heads, lengths and tables."
     )

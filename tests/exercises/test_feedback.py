@@ -78,16 +78,13 @@ SETTINGS: dict[str, dict] = {
         "answers": ["scale", "new_base"],
         "good": {"scale": 8.0, "new_base": 10000.0 * 8.0 ** (96 / 94)},
     },
+    "check_rotary_reach": {"kwargs": {"base": 3e5, "head_dim": 12}},
+    "check_t5_scores": {},
     "check_yarn_frequencies": {},
     "check_stretch_ratio": {},
     "check_image_text_ids": {},
     "check_window_pairs": {},
     "check_mla_scores": {},
-    "check_first_to_fall": {
-        "kwargs": {"reason": "a"},
-        "answers": ["scheme", "reason"],
-        "good": {"scheme": "sinusoidal", "reason": "a"},
-    },
 }
 
 
@@ -422,6 +419,20 @@ CORRECT = {
         ]
     ),
     "check_window_pairs": np.int64(28),
+    "check_t5_bucket": np.int64(14),
+    "check_alibi_slopes": np.array([2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8, 2.0**-1, 2.0**-3]),
+    "check_rotary_reach": torch.tensor(math.pi * 3e5 ** (2 / 12)),
+    "check_t5_scores": lambda q, k, table, max_distance: (
+        q @ k.transpose(-1, -2)
+        + table[
+            __import__("pe_lessons").t5_relative_bucket(
+                torch.arange(q.shape[1])[None, :] - torch.arange(q.shape[1])[:, None],
+                bidirectional=False,
+                num_buckets=table.shape[0],
+                max_distance=max_distance,
+            )
+        ].permute(2, 0, 1)
+    ),
     "check_mla_scores": lambda q_nope, q_rope, latent, k_rope, w_uk, positions: (
         (q_nope @ w_uk) @ latent.transpose(-2, -1)
         + __import__("pe_lessons").apply_rope(q_rope, positions)

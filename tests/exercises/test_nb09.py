@@ -1,46 +1,117 @@
-"""Checkers of notebook 09 (T5 bucket, ALiBi slopes, first to fall):
-right answers pass, the usual slips are named, any input gets feedback."""
+"""Checkers of notebook 09 (T5 bucket, ALiBi slopes, rotary's reach, T5 scores): right answers pass in any
+ordinary type and at the printed precision, the usual slips are named without the answer, any input gets
+feedback."""
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pytest
 import torch
 
+from pe_lessons.exercises import nb09
 from pe_lessons.relative import alibi_slopes, t5_relative_bucket
 
 
-def test_nb09_checkers_accept_the_answers_and_name_the_mistakes():
-    from pe_lessons.exercises.nb09 import check_alibi_slopes, check_first_to_fall, check_t5_bucket
+def test_t5_bucket_checker():
+    want = int(t5_relative_bucket(20, num_buckets=16, max_distance=64))
+    assert want == 14
+    for answer in (14, 14.0, np.int64(14), torch.tensor(14), torch.tensor(14.0)):
+        assert nb09.check_t5_bucket(answer).ok, answer
+    assert nb09.check_t5_bucket(int(t5_relative_bucket(-40)), offset=-40, num_buckets=32, max_distance=128).ok
+    messages = {
+        "side": nb09.check_t5_bucket(int(t5_relative_bucket(-20, num_buckets=16, max_distance=64))).message,
+        "causal": nb09.check_t5_bucket(
+            int(t5_relative_bucket(-20, bidirectional=False, num_buckets=16, max_distance=64))
+        ).message,
+        "range": nb09.check_t5_bucket(40).message,
+        "exact first": nb09.check_t5_bucket(8 + 2).message,
+    }
+    assert "side" in messages["side"] and "causal" in messages["causal"] and "only 16 buckets" in messages["range"]
+    assert "exact" in messages["exact first"]
+    for message in messages.values():
+        assert "14" not in message  # hints never give the answer
+    assert nb09.check_t5_bucket(None).message.startswith("Not answered")
+    assert not nb09.check_t5_bucket(14.5).ok and not nb09.check_t5_bucket("14").ok
 
-    assert check_t5_bucket(12).ok and check_t5_bucket(torch.tensor(12)).ok and check_t5_bucket(12.0).ok
-    assert "Sign" in check_t5_bucket(28).message  # the bucket of +40
-    assert "causal" in check_t5_bucket(int(t5_relative_bucket(-40, bidirectional=False))).message
-    assert "rounds down" in check_t5_bucket(13).message
-    assert "8 exact buckets" in check_t5_bucket(4).message
-    assert check_t5_bucket(None).message.startswith("Not answered")
-    assert check_alibi_slopes(alibi_slopes(6).tolist()).ok and check_alibi_slopes(alibi_slopes(6)).ok
-    assert check_alibi_slopes(alibi_slopes(8).tolist(), n_heads=8).ok
-    assert "wrong order" in check_alibi_slopes(sorted(alibi_slopes(6).tolist())).message
-    assert "2^(-8h/6)" in check_alibi_slopes([2 ** (-8 * h / 6) for h in range(1, 7)]).message
-    assert "first slopes of 8 heads" in check_alibi_slopes([2.0**-h for h in range(1, 7)]).message
-    assert check_first_to_fall("sinusoidal", "a").ok and check_first_to_fall(" Sinusoidal", "A").ok
-    assert "wrong reason" in check_first_to_fall("sinusoidal", "b").message
-    assert "cannot run" in check_first_to_fall("learned", "c").message
-    assert not check_first_to_fall("alibi", "a").ok
+
+def test_alibi_slopes_checker():
+    want = alibi_slopes(6).tolist()
+    assert nb09.check_alibi_slopes(want).ok and nb09.check_alibi_slopes(alibi_slopes(6)).ok
+    assert nb09.check_alibi_slopes(np.array(want)).ok and nb09.check_alibi_slopes(tuple(want)).ok
+    assert nb09.check_alibi_slopes([round(v, 4) for v in want]).ok  # typed at 4 decimals
+    assert nb09.check_alibi_slopes(alibi_slopes(8).tolist(), n_heads=8).ok
+    assert "wrong order" in nb09.check_alibi_slopes(sorted(want)).message
+    assert "power-of-two rule" in nb09.check_alibi_slopes([2 ** (-8 * h / 6) for h in range(1, 7)]).message
+    assert "first slopes of 8 heads" in nb09.check_alibi_slopes([2.0**-h for h in range(1, 7)]).message
+    assert not nb09.check_alibi_slopes("0.5").ok and not nb09.check_alibi_slopes([0.5] * 5).ok
+
+
+def test_rotary_reach_checker():
+    want = math.pi * 2e5**0.25
+    for answer in (want, round(want), round(want, 1), np.float32(want), torch.tensor(want), int(want)):
+        assert nb09.check_rotary_reach(answer, base=2e5, head_dim=8).ok, answer
+    slips = {
+        "exponent": math.pi * 2e5 ** (1 / 8),
+        "2π": 2 * math.pi * 2e5**0.25,
+        "pair 2": math.pi * 2e5**0.5,
+        "1 radian": 2e5**0.25,
+    }
+    for slip, value in slips.items():
+        feedback = nb09.check_rotary_reach(value, base=2e5, head_dim=8)
+        assert not feedback.ok and f"{round(want)}" not in feedback.message, slip
+    assert "Half a turn" in nb09.check_rotary_reach(slips["2π"], base=2e5, head_dim=8).message
+    assert nb09.check_rotary_reach(None, base=2e5, head_dim=8).message.startswith("Not answered")
+    assert nb09.rotary_reach(1e4, 8) == pytest.approx(math.pi * 10)
+
+
+def _good(q, k, table, max_distance):
+    seq = q.shape[1]
+    relative = torch.arange(seq)[None, :] - torch.arange(seq)[:, None]
+    buckets = t5_relative_bucket(relative, bidirectional=False, num_buckets=table.shape[0], max_distance=max_distance)
+    return q @ k.transpose(-1, -2) + table[buckets].permute(2, 0, 1)
+
+
+def _buggy(scaled, flipped):
+    def fn(q, k, table, max_distance):
+        seq = q.shape[1]
+        relative = torch.arange(seq)[None, :] - torch.arange(seq)[:, None]
+        if flipped:
+            relative = -relative
+        buckets = t5_relative_bucket(
+            relative, bidirectional=False, num_buckets=table.shape[0], max_distance=max_distance
+        )
+        dots = q @ k.transpose(-1, -2)
+        return (dots / math.sqrt(q.shape[-1]) if scaled else dots) + table[buckets].permute(2, 0, 1)
+
+    return fn
+
+
+def test_t5_scores_checker():
+    assert nb09.check_t5_scores(_good).ok
+    assert nb09.check_t5_scores(lambda q, k, t, m: _good(q, k, t, m).float()).ok  # float32 is fine
+    assert "T5Attention" in nb09.check_t5_scores(_buggy(scaled=True, flipped=False)).message
+    for fn in (_buggy(scaled=True, flipped=True), _buggy(scaled=False, flipped=True)):
+        assert "key − query" in nb09.check_t5_scores(fn).message
+    assert "[2, 5, 5]" in nb09.check_t5_scores(lambda q, k, t, m: torch.zeros(3)).message
+    assert "tensor" in nb09.check_t5_scores(lambda q, k, t, m: [[0.0]]).message
+    assert "ZeroDivisionError" in nb09.check_t5_scores(lambda q, k, t, m: 1 / 0).message
+    hard_coded = _good(*[torch.zeros(2, 5, 4)] * 2, torch.zeros(8, 2), 16)
+    assert not nb09.check_t5_scores(lambda q, k, t, m: hard_coded).ok
+    assert nb09.check_t5_scores(None).message.startswith("Not answered")
 
 
 @pytest.mark.parametrize(
     "bad", [None, ..., float("nan"), float("inf"), -1, 99, "12", [], {}, [12], torch.tensor([1, 2]), object(), True]
 )
 def test_nb09_checkers_never_raise_and_never_pass_garbage(bad):
-    from pe_lessons.exercises.nb09 import check_alibi_slopes, check_first_to_fall, check_t5_bucket
-
     for feedback in (
-        check_t5_bucket(bad),
-        check_alibi_slopes(bad),
-        check_alibi_slopes([bad] * 6),
-        check_alibi_slopes(alibi_slopes(6).tolist(), n_heads=bad),
-        check_first_to_fall(bad, "a"),
-        check_first_to_fall("sinusoidal", bad),
+        nb09.check_t5_bucket(bad),
+        nb09.check_alibi_slopes(bad),
+        nb09.check_alibi_slopes([bad] * 6),
+        nb09.check_alibi_slopes(alibi_slopes(6).tolist(), n_heads=bad),
+        nb09.check_rotary_reach(bad, base=2e5, head_dim=8),
+        nb09.check_t5_scores(bad),
     ):
         assert not feedback.ok and feedback.message

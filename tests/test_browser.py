@@ -227,7 +227,7 @@ def test_notebook_runs_in_a_real_browser_chart_renders_and_slider_reacts(jupyter
 # --- opening and saving in JupyterLab ------------------------------------------------------------
 
 CHART_CELLS = [
-    "from pe_lessons import plots, sinusoidal_table",
+    "from pe_lessons import plots, sinusoidal_table\n\nplots.enable_renderer()",
     "plots.heatmap(sinusoidal_table(40, 16), title='PE, 40 positions')",
     "plots.wavelength_chart(64)",
 ]

@@ -390,8 +390,8 @@ def check_return_offset(answer: object, max_offset: int = 100) -> Feedback:
         )
     if k % best == 0:
         return failed(
-            f"k = {k} comes back close (distance {_distance(k):.4f}), but a smaller k comes back even closer: "
-            "the error grows with each repetition."
+            f"k = {k} comes back close (distance {_distance(k):.4f}), but some k in 1 … {max_offset} comes back "
+            "closer: compute the distance for every k."
         )
     return failed(
         f"After k = {k} the pair is {abs(miss):.3f} rad from a whole number of turns (distance "

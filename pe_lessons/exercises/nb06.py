@@ -308,7 +308,11 @@ def check_order_breakers(answer: object) -> Feedback:
     if wrong:
         parts.append("Does not break the symmetry: " + "; ".join(wrong) + ".")
     if missed:
-        parts.append("You left out: " + "; ".join(missed) + ".")
+        parts.append(
+            f"You left out {len(missed)} change(s) that do make outputs depend on order: for each option, ask whether "
+            "it acts on each token alone (then it commutes with a shuffle) or lets a token's result depend on where "
+            "it sits or who sits before it."
+        )
     return failed(" ".join(parts))
 
 

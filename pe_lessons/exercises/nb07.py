@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
 import torch
 
 from ..rotary import apply_rope, rope_frequencies, to_half_layout, to_interleaved_layout
-from ._feedback import Feedback, as_integer, as_number, attempt, checker, failed, is_placeholder, not_done, passed
+from ._feedback import Feedback, as_number, attempt, checker, failed, is_placeholder, not_done, passed
 
 __all__ = [
     "check_rotate_half",
@@ -16,7 +17,7 @@ __all__ = [
     "check_score_prediction",
     "check_weight_conversion",
     "check_angle_fix",
-    "check_full_turns",
+    "check_turn_base",
 ]
 
 
@@ -284,7 +285,8 @@ def check_angle_fix(my_cos_sin: Callable[..., object] | None, *, tol: float = 1e
         if error < 0.05:
             return failed(
                 f"{label}: largest error {error:.1e}, above {tol:g}. That is the size of float32 angles' rounding: "
-                "near position 100 000 one float32 step is about 0.008 rad. Compute the angles in float64."
+                "near position 100 000 one float32 step is about 0.008 rad. Every input of the product, the "
+                "frequencies too, must be float64 (a float32 inv_freq is already rounded)."
             )
         return failed(
             f"{label}: largest error {error:.2f} — the angles are badly wrong at large positions. Check that "
@@ -297,44 +299,51 @@ def check_angle_fix(my_cos_sin: Callable[..., object] | None, *, tol: float = 1e
     )
 
 
-#: (head_dim, base, context) the full-turns checker tries; none sits on a tie.
-TURN_CASES = ((128, 10000.0, 4096), (128, 500000.0, 8192), (64, 10000.0, 2048), (96, 1000000.0, 32768), (16, 100.0, 50))
+#: (head_dim, context, pair) settings the turn-base checker tries.
+TURN_BASE_CASES = ((128, 8192, 35), (64, 4096, 20), (128, 131072, 50), (16, 100, 3))
 
 
-def _full_turns(head_dim: int, base: float, context: int) -> int:
-    return int((2 * math.pi / rope_frequencies(head_dim, base) <= context).sum())
+def _turn_base(head_dim: int, context: float, pair: int) -> float:
+    """The base at which pair ``pair`` has wavelength ``2π·base^(2·pair/head_dim)`` exactly ``context``."""
+    return (context / (2 * math.pi)) ** (head_dim / (2 * pair))
+
+
+def _near_rel(value: float, other: float) -> bool:
+    return abs(value - other) <= 1e-6 * abs(other)
 
 
 @checker
-def check_full_turns(my_full_turns: Callable[[int, float, int], object] | None) -> Feedback:
-    """Check ``my_full_turns(head_dim, base, context)``: the number of rotary pairs whose wavelength
-    ``2π·base^(2i/head_dim)`` is at most ``context``, on several settings."""
-    if is_placeholder(my_full_turns):
+def check_turn_base(my_turn_base: Callable[[int, float, int], object] | None) -> Feedback:
+    """Check ``my_turn_base(head_dim, context, pair)``: the base at which rotary pair ``pair`` completes exactly one
+    turn over ``context`` positions, ``(context/2π)^(head_dim/(2·pair))``, on several settings (relative 1e-6)."""
+    if is_placeholder(my_turn_base):
         return not_done()
-    for head_dim, base, context in TURN_CASES:
-        label = f"my_full_turns({head_dim}, {base:g}, {context})"
-        out, problem = attempt(label, my_full_turns, head_dim, base, context)
+    for head_dim, context, pair in TURN_BASE_CASES:
+        label = f"my_turn_base({head_dim}, {context}, {pair})"
+        out, problem = attempt(label, my_turn_base, head_dim, context, pair)
         if problem is not None:
             return problem
         if out is None or out is Ellipsis:
             return not_done()
-        value, problem = as_integer(out, "a whole number of pairs")
+        value, problem = as_number(out, "a base (a positive number)")
         if problem is not None:
             return failed(f"{label}: {problem.message}")
-        want = _full_turns(head_dim, base, context)
-        if value == want:
+        want = _turn_base(head_dim, context, pair)
+        if abs(value - want) <= 1e-6 * want:
             continue
-        pairs = head_dim // 2
-        theta = rope_frequencies(head_dim, base)
-        if value == pairs - want:
-            return failed(f"{label}: that counts the pairs that do NOT complete a turn (wavelength > context).")
-        if value == int((1 / theta <= context).sum()):
-            return failed(f"{label}: a pair turning at θ_i completes a turn in 2π/θ_i positions, not 1/θ_i.")
-        if value == int((2 * math.pi / rope_frequencies(2 * head_dim, base) <= context).sum()):
-            return failed(f"{label}: there are head_dim/2 pairs, with exponents 2i/head_dim for i < head_dim/2.")
-        if abs(value - want) == 1:
-            return failed(f"{label}: off by one. Count i = 0 too, and include a wavelength equal to the context.")
-        return failed(f"{label}: {value} is not the count. Which pairs have 2π·base^(2i/head_dim) ≤ context?")
+        near = functools.partial(_near_rel, value)
+        if near(context ** (head_dim / (2 * pair))):
+            return failed(f"{label}: a turn is 2π radians: the wavelength is 2π/θ_i, not 1/θ_i.")
+        if near((context / (2 * math.pi)) ** (2 * pair / head_dim)):
+            return failed(f"{label}: the exponent is upside down: solve 2π·base^(2i/head_dim) = context for base.")
+        if near((context / (2 * math.pi)) ** (head_dim / (2 * (pair + 1)))) or near(
+            (context / (2 * math.pi)) ** (head_dim / (2 * (pair - 1))) if pair > 1 else -1.0
+        ):
+            return failed(f"{label}: off by one pair: pair i turns at base^(−2i/head_dim), counting from i = 0.")
+        if near((context / (2 * math.pi)) ** (head_dim / pair)):
+            return failed(f"{label}: the exponent of pair i is 2i/head_dim (i counts pairs, not features).")
+        return failed(f"{label}: {value:.6g} is not it. Write pair i's wavelength in terms of base and solve for base.")
     return passed(
-        f"Right on all {len(TURN_CASES)} settings: a larger base slows every pair, so fewer turn fully in the context."
+        f"Right on all {len(TURN_BASE_CASES)} settings: base = (context/2π)^(head_dim/(2i)). A larger base than that "
+        "leaves pair i short of a full turn within the context — the situation notebook 10's methods address."
     )

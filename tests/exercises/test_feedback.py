@@ -63,7 +63,7 @@ SETTINGS: dict[str, dict] = {
     "check_length_for_share": {},
     "check_weight_conversion": {},
     "check_angle_fix": {},
-    "check_full_turns": {},
+    "check_turn_base": {},
     "check_conversion_traffic": {},
     # checkers other branches add (entries for names that do not exist are ignored)
     "check_alias_period": {"kwargs": {"column": 14, "d_model": 32, "n_positions": 30000, "rows": 100}},
@@ -409,9 +409,7 @@ CORRECT = {
         _to_half(W.view(heads, -1, W.shape[1]).transpose(1, 2)).transpose(1, 2).reshape(W.shape)
     ),
     "check_angle_fix": lambda p, d, base=10000.0: _cos_sin(p, d, base),
-    "check_full_turns": lambda d, base, context: sum(
-        2 * math.pi * base ** (2 * i / d) <= context for i in range(d // 2)
-    ),
+    "check_turn_base": lambda d, context, pair: (context / (2 * math.pi)) ** (d / (2 * pair)),
     "check_conversion_traffic": torch.tensor(9.0),
     "check_image_text_ids": np.array(
         [

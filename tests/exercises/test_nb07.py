@@ -93,21 +93,24 @@ def test_check_angle_fix_runs_under_autocast_and_names_the_bug():
     assert "Not answered" in check_angle_fix(None).message
 
 
-def test_check_full_turns_probes_several_settings():
+def test_check_turn_base_probes_several_settings():
     import math
 
-    from pe_lessons.exercises.nb07 import check_full_turns
+    from pe_lessons.exercises.nb07 import check_turn_base
+    from pe_lessons.rotary import rope_frequencies
 
-    def turns(head_dim, base, context):
-        return sum(2 * math.pi * base ** (2 * i / head_dim) <= context for i in range(head_dim // 2))
+    def turn_base(head_dim, context, pair):
+        return (context / (2 * math.pi)) ** (head_dim / (2 * pair))
 
-    assert turns(128, 500_000, 8192) == 35 and turns(128, 10_000, 4096) == 46
-    assert check_full_turns(turns).ok
-    assert check_full_turns(lambda *a: torch.tensor(turns(*a))).ok  # a 0-d tensor is a number too
-    assert "do NOT" in check_full_turns(lambda h, b, c: h // 2 - turns(h, b, c)).message
-    assert "off by one" in check_full_turns(lambda h, b, c: turns(h, b, c) + 1).message
-    assert "2π" in check_full_turns(lambda h, b, c: sum(b ** (2 * i / h) <= c for i in range(h // 2))).message
-    hard_coded = check_full_turns(lambda h, b, c: 46)
-    assert not hard_coded.ok and "46" in hard_coded.message and "35" not in hard_coded.message
-    assert not check_full_turns(lambda h, b, c: 35.5).ok
-    assert "Not answered" in check_full_turns(None).message
+    base = turn_base(128, 8192, 35)  # pair 35 of a Llama-3-sized head turns exactly once over 8192 positions
+    assert abs(2 * math.pi / rope_frequencies(128, base)[35].item() - 8192) < 1e-6
+    assert check_turn_base(turn_base).ok
+    assert check_turn_base(lambda *a: torch.tensor(turn_base(*a), dtype=torch.float64)).ok
+    assert "2π" in check_turn_base(lambda d, c, i: c ** (d / (2 * i))).message
+    assert "upside down" in check_turn_base(lambda d, c, i: (c / (2 * math.pi)) ** (2 * i / d)).message
+    assert "off by one" in check_turn_base(lambda d, c, i: turn_base(d, c, i + 1)).message
+    assert "2i/head_dim" in check_turn_base(lambda d, c, i: (c / (2 * math.pi)) ** (d / i)).message
+    hard_coded = check_turn_base(lambda d, c, i: turn_base(128, 8192, 35))
+    assert not hard_coded.ok and "(64, 4096, 20)" in hard_coded.message
+    assert "Not answered" in check_turn_base(None).message
+    assert not check_turn_base(lambda d, c, i: "big").ok

@@ -139,7 +139,7 @@ def check_rotary_reach(answer: object, base: float, head_dim: int) -> Feedback:
     if abs(value - want) <= max(1.0, 0.01 * want):
         return passed(
             f"π / θ_1 = π · {base:g}^(2/{head_dim}) ≈ {want:.0f} tokens: past this offset pair 1 has turned by more "
-            "than half a circle, an angle the trained offsets never produced. Now run it and compare."
+            "than half a circle, so a far key starts to look like a nearer one. Now run it and compare."
         )
     for wrong, hint in [
         (math.pi * base ** (1 / head_dim), "Check the exponent: θ_i = base^(-2i/head_dim), and this is pair i = 1."),

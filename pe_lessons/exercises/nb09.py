@@ -13,7 +13,14 @@ import torch
 from ..relative import alibi_slopes, t5_relative_bucket
 from ._feedback import Feedback, _short, as_integer, as_number, attempt, checker, failed, not_done, passed
 
-__all__ = ["check_t5_bucket", "check_alibi_slopes", "rotary_reach", "check_rotary_reach", "check_t5_scores"]
+__all__ = [
+    "check_t5_bucket",
+    "check_alibi_slopes",
+    "rotary_reach",
+    "check_rotary_reach",
+    "check_base_for_reach",
+    "check_t5_scores",
+]
 
 
 @checker
@@ -157,6 +164,33 @@ def check_rotary_reach(answer: object, base: float, head_dim: int) -> Feedback:
         "Not quite. Pair i turns by θ_i = base^(-2i/head_dim) radians per token of offset; find the offset at "
         "which pair 1 has turned by π."
     )
+
+
+@checker
+def check_base_for_reach(answer: object, offset: float, head_dim: int) -> Feedback:
+    """Check the base at which rotary's pair 1 turns by π at ``offset``: ``(offset / π)^(head_dim / 2)`` (within 2 %)."""
+    if answer is None or answer is Ellipsis:
+        return not_done()
+    value, problem = as_number(answer, "a number (a RoPE base)")
+    if value is None:
+        return problem if problem is not None else failed("Answer with a number (a RoPE base).")
+    want = (offset / math.pi) ** (head_dim / 2)
+    if math.isclose(value, want, rel_tol=0.02):
+        return passed(
+            f"base = (offset/π)^(head_dim/2) = ({offset:g}/π)^{head_dim / 2:g} ≈ {want:.3g}: there π/θ_1 = {offset:g}. "
+            "Now run it and compare."
+        )
+    for wrong, hint in [
+        (
+            (offset / math.pi) ** head_dim,
+            "Check the exponent: θ_1 = base^(-2/head_dim), so π/θ_1 = π·base^(2/head_dim).",
+        ),
+        ((offset / (2 * math.pi)) ** (head_dim / 2), "Half a turn is π radians, not 2π."),
+        (offset ** (head_dim / 2), "Solve π·base^(2/head_dim) = offset: divide by π first."),
+    ]:
+        if math.isclose(value, wrong, rel_tol=0.02):
+            return failed(hint)
+    return failed("Not quite. Pair 1 has turned by π at offset π·base^(2/head_dim); solve that for the base.")
 
 
 def _t5_bias(seq: int, table: torch.Tensor, max_distance: int, *, flipped: bool = False) -> torch.Tensor:

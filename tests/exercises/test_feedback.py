@@ -79,6 +79,7 @@ SETTINGS: dict[str, dict] = {
         "good": {"scale": 8.0, "new_base": 10000.0 * 8.0 ** (96 / 94)},
     },
     "check_rotary_reach": {"kwargs": {"base": 3e5, "head_dim": 12}},
+    "check_base_for_reach": {"kwargs": {"offset": 60, "head_dim": 12}},
     "check_t5_scores": {},
     "check_yarn_frequencies": {},
     "check_stretch_ratio": {},
@@ -422,6 +423,7 @@ CORRECT = {
     "check_t5_bucket": np.int64(14),
     "check_alibi_slopes": np.array([2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8, 2.0**-1, 2.0**-3]),
     "check_rotary_reach": torch.tensor(math.pi * 3e5 ** (2 / 12)),
+    "check_base_for_reach": np.float32((60 / math.pi) ** 6),
     "check_t5_scores": lambda q, k, table, max_distance: (
         q @ k.transpose(-1, -2)
         + table[

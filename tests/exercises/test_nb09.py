@@ -115,3 +115,15 @@ def test_nb09_checkers_never_raise_and_never_pass_garbage(bad):
         nb09.check_t5_scores(bad),
     ):
         assert not feedback.ok and feedback.message
+
+
+def test_base_for_reach_checker():
+    want = (80 / math.pi) ** 4
+    for answer in (want, round(want), float(f"{want:.3g}"), np.float64(want), torch.tensor(want)):
+        assert nb09.check_base_for_reach(answer, offset=80, head_dim=8).ok, answer
+    for slip, value in {"exponent": (80 / math.pi) ** 8, "2π": (80 / (2 * math.pi)) ** 4, "no π": 80.0**4}.items():
+        feedback = nb09.check_base_for_reach(value, offset=80, head_dim=8)
+        assert not feedback.ok and f"{want:.3g}" not in feedback.message, slip
+    assert nb09.check_base_for_reach(None, offset=80, head_dim=8).message.startswith("Not answered")
+    for bad in ("4e5", float("nan"), [want], True):
+        assert not nb09.check_base_for_reach(bad, offset=80, head_dim=8).ok

@@ -742,7 +742,7 @@ def train_seeds(
     Each seed's model sees exactly the batches, learning rates and AdamW updates that :func:`train` would
     give it (AdamW is elementwise and the seeds' losses share no parameter, so the summed loss gives each
     model its own gradient); only the last bits differ (batched kernels add up in another order), which
-    training amplifies a little. Costs about a third of training the seeds one after the other.
+    training amplifies a little. Costs about two thirds of the CPU time of training the seeds one by one.
     Returns the trained models (in the order of ``seeds``) and a frame like :func:`train`'s, with a
     ``seed`` column.
     """

@@ -22,11 +22,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from types import FrameType
-from typing import Any, TypeVar
+from types import EllipsisType, FrameType
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:  # the type checker's narrowing only: typing_extensions comes with mypy
+    from typing_extensions import TypeIs
 
 T = TypeVar("T")
 
@@ -75,7 +78,7 @@ def close(a: float, b: float, tol: float = 1e-3) -> bool:
     return abs(a - b) <= tol * max(1.0, abs(b))
 
 
-def is_placeholder(value: object) -> bool:
+def is_placeholder(value: object) -> TypeIs[EllipsisType | None]:
     """``None`` or ``...``: the exercise cell has not been filled in."""
     return value is None or value is Ellipsis
 

@@ -30,6 +30,7 @@ def check_wavelength(answer: float | None, column: int, d_model: int, base: floa
     answer, problem = as_number(answer, "a number of positions")
     if problem is not None:
         return problem
+    assert answer is not None  # set whenever problem is None
     i = column // 2
     want = 2 * math.pi * base ** (2 * i / d_model)
     if abs(answer - want) <= 0.05 or close(answer, want, 1e-3):  # one decimal, or 3 significant digits
@@ -56,6 +57,7 @@ def check_first_slow_column(answer: int | None, length: float, d_model: int, bas
     answer, problem = as_integer(answer, f"a column index (an integer between 0 and {d_model - 1})")
     if problem is not None:
         return problem
+    assert answer is not None  # set whenever problem is None
     periods = [2 * math.pi * base ** (2 * (j // 2) / d_model) for j in range(d_model)]
     want = next((j for j, p in enumerate(periods) if p > length), None)
     if want is None:
@@ -119,7 +121,7 @@ def check_offset_dot(offset_dot: Callable[[int, int], float] | None) -> Feedback
         exponent: Callable[[int, int], float], fn: Callable[[float], float] = math.cos, factor: float = 1.0
     ) -> bool:
         return all(
-            close(g, factor * _offset_dot(k, d, lambda i, d=d: exponent(i, d), fn), 1e-6)
+            close(g, factor * _offset_dot(k, d, lambda i, d=d: exponent(i, d), fn), 1e-6)  # type: ignore[misc]  # mypy cannot infer a lambda with a default
             for g, (k, d) in zip(got, OFFSET_CASES, strict=True)
         )
 
@@ -147,7 +149,7 @@ def check_offset_dot(offset_dot: Callable[[int, int], float] | None) -> Feedback
         return failed("Check the exponent: ω_i = base^(-2i/d_model), where i counts pairs, not columns.")
     if not close(got[0], 4.0, 1e-6):  # (k, d) = (0, 8): a row with itself
         return failed(f"offset_dot(0, 8) = {got[0]:.4g}; at k = 0 it is |PE(p)|² = d_model/2 = 4. Start from there.")
-    want = [_offset_dot(k, d, lambda i, d=d: 2 * i / d) for k, d in OFFSET_CASES]
+    want = [_offset_dot(k, d, lambda i, d=d: 2 * i / d) for k, d in OFFSET_CASES]  # type: ignore[misc]  # as above
     first = next(j for j in range(len(OFFSET_CASES)) if not close(got[j], want[j], 1e-6))
     k, d = OFFSET_CASES[first]
     return failed(

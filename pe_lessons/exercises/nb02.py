@@ -91,6 +91,7 @@ def _loops_over_positions(label: str, fn: Callable[..., object], small: tuple, l
         out, problem = attempt(f"{label}{args}", _traced(fn, *args))
         if problem is not None:  # errors are reported by the main calls, with the exercise's own sizes
             return None if " raised " in problem.message else problem  # a stub or a loop that never ends: now
+        assert out is not None  # _traced's call returns a pair
         counts.append(out[1])
     if counts[1] > counts[0] + 50:
         return failed(
@@ -215,6 +216,7 @@ def check_window_table(window_table: Callable[[int, int, int], torch.Tensor] | N
     out, problem = attempt(f"window_table{probe}", _measured(window_table, *probe))
     if problem is not None:
         return problem
+    assert out is not None  # _measured's call returns a pair
     if out[1] > 64 * probe[1] * probe[2]:
         return failed(
             f"window_table{probe} made a tensor of {out[1]:,} values for a window of {probe[1] * probe[2]}: it "
@@ -229,6 +231,7 @@ def check_window_table(window_table: Callable[[int, int, int], torch.Tensor] | N
         problem = _table_problem(label, table, (n, d))
         if problem is not None:
             return problem
+        assert isinstance(table, torch.Tensor)  # _table_problem checked it
         exact = _exact_window(start, n, d)
         err = (table.detach().cpu().double() - exact).abs()
         if err.max().item() > 5e-7:
@@ -243,10 +246,10 @@ def check_window_table(window_table: Callable[[int, int, int], torch.Tensor] | N
                 )
             worst = worst or (label, err.max().item(), start + n - 1)
     if worst is not None:
-        label, err, last = worst
+        label, off, last = worst
         spacing = 2.0 ** (math.floor(math.log2(max(last, 1))) - 23)  # float32 keeps 24 significant bits
         return failed(
-            f"{label} is off by {err:.1g}. Near position {last:,} neighbouring float32 numbers are {spacing:g} apart: "
+            f"{label} is off by {off:.1g}. Near position {last:,} neighbouring float32 numbers are {spacing:g} apart: "
             "find the step of your code where a large number is still float32."
         )
     return passed(

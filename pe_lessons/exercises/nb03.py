@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -93,7 +94,8 @@ def check_bug_test(my_test: Callable[[torch.Tensor], bool] | None, bug: str) -> 
                 "compares."
             )
         let_through = [(n, d, dt) for n, d, dt in cases if _verdict(my_test, VARIANTS[bug](n, d, dtype=dt))]
-        caught, slipped = [], []
+        caught: list[str] = []
+        slipped: list[str] = []
         for name in VARIANTS:
             if name not in ("paper", bug):
                 tables = [VARIANTS[name](n, d, dtype=dt) for n, d, dt in cases]
@@ -162,6 +164,7 @@ def check_mystery(answer: str | None, omega_col7: object = None) -> Feedback:
     omega, problem = as_number(omega_col7, "a frequency in radians per position")
     if problem is not None:
         return problem
+    assert omega is not None  # set whenever problem is None
     want, paper = _column_frequency(7), 10000.0 ** (-6 / 16)
     if abs(omega - want) <= 5e-3 * want:
         return passed(
@@ -197,7 +200,7 @@ def check_dropout_fix(add_positions: Callable[..., torch.Tensor] | None) -> Feed
     table = VARIANTS["paper"](64, 16)
     want = x + table[:40]
     torch.manual_seed(0)
-    outs = []
+    outs: list[Any] = []  # whatever the student's function returned: checked below
     for training in (False, False, True):
         run = lambda t=training: add_positions(x.clone(), table.clone(), p=0.5, training=t)  # noqa: E731
         out, problem = attempt("add_positions", run)

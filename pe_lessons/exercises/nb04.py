@@ -49,6 +49,7 @@ def check_predicted_wavelength(answer: float | None, column: int, d_model: int, 
     answer, problem = as_number(answer, "a number of positions")
     if problem is not None:
         return problem
+    assert answer is not None  # set whenever problem is None
     i = column // 2
     want = 2 * math.pi * base ** (2 * i / d_model)
     if close(answer, want):
@@ -75,6 +76,7 @@ def check_first_honest_column(
     answer, problem = as_integer(answer, f"a column index (an integer between 0 and {d_model - 1})")
     if problem is not None:
         return problem
+    assert answer is not None  # set whenever problem is None
     per_pixel = n_positions / pixels
     lam = [float(v) for v in wavelengths(d_model, base).repeat_interleave(2)]  # period of every column
     want = next((j for j, p in enumerate(lam) if p > 2 * per_pixel), None)
@@ -148,6 +150,7 @@ def check_alias_period(
     answer, problem = as_number(answer, "a number of positions")
     if problem is not None:
         return problem
+    assert answer is not None  # set whenever problem is None
     i = column // 2
     true = 2 * math.pi * base ** (2 * i / d_model)
     step = k * base ** (-2 * i / d_model)
@@ -195,6 +198,7 @@ def check_context_base(answer: float | None, context: float = 1_000_000, d_model
     answer, problem = as_number(answer, "a base (a number)")
     if problem is not None:
         return problem
+    assert answer is not None  # set whenever problem is None
     want = context_base(context, d_model)
     if abs(answer - want) <= 5e-3 * want:
         return passed(

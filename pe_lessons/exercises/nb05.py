@@ -373,6 +373,7 @@ def check_return_offset(answer: object, max_offset: int = 100) -> Feedback:
                 "and no integer is exactly a multiple of 2π."
             )
         return problem
+    assert k is not None  # set whenever problem is None
     if not 1 <= k <= max_offset:
         return failed(f"k = {k} is outside the search range 1 ≤ k ≤ {max_offset}.")
     best = min(range(1, max_offset + 1), key=_distance)

@@ -332,6 +332,7 @@ def check_length_for_share(answer: object, *, max_len: int = 12, share: float = 
     length, problem = as_integer(answer, "a whole number of tokens (a sequence length)")
     if problem is not None:
         return problem
+    assert length is not None  # set whenever problem is None
     want = next(n for n in range(max_len, 100 * max_len) if _share_inside(n, max_len) < share)
     if length == want:
         return passed(

@@ -150,6 +150,7 @@ def check_score_prediction(
     value, problem = as_number(answer, "one number (a float or a one-element tensor)")
     if problem is not None:
         return problem
+    assert value is not None  # set whenever problem is None
     q64, k64 = q.detach().double().reshape(1, -1), k.detach().double().reshape(1, -1)
 
     def score(a: int, b: int, lay: str = layout) -> float:
@@ -209,10 +210,10 @@ def check_weight_conversion(my_convert: Callable[[torch.Tensor, int], torch.Tens
     for heads, hd, d_in in CONVERSION_CASES:
         W = torch.randn(heads * hd, d_in, generator=gen, dtype=torch.float64)
         label = f"my_convert(W, heads={heads}) with head_dim {hd}"
-        out, problem = attempt(label, my_convert, W.clone(), heads)
+        result, problem = attempt(label, my_convert, W.clone(), heads)
         if problem is not None:
             return problem
-        out = _real_tensor(out, label, tuple(W.shape))
+        out = _real_tensor(result, label, tuple(W.shape))
         if isinstance(out, Feedback):
             return out
         want = to_half_layout(W.view(heads, hd, d_in), dim=1).reshape(heads * hd, d_in)
@@ -268,6 +269,7 @@ def check_angle_fix(my_cos_sin: Callable[..., object] | None, *, tol: float = 1e
             if isinstance(g, Feedback):
                 return g
         cos, sin = got  # type: ignore[misc]
+        assert isinstance(cos, torch.Tensor) and isinstance(sin, torch.Tensor)  # feedback returned above
         want_cos, want_sin = _exact_cos_sin(positions, head_dim, base)
         error = max((cos - want_cos).abs().max().item(), (sin - want_sin).abs().max().item())
         if error <= tol:
@@ -328,6 +330,7 @@ def check_turn_base(my_turn_base: Callable[[int, float, int], object] | None) ->
         value, problem = as_number(out, "a base (a positive number)")
         if problem is not None:
             return failed(f"{label}: {problem.message}")
+        assert value is not None  # set whenever problem is None
         want = _turn_base(head_dim, context, pair)
         if abs(value - want) <= 1e-6 * want:
             continue

@@ -59,6 +59,7 @@ def check_bytes_moved(answer: float | None) -> Feedback:
     value, problem = as_number(answer, "a number of bytes")
     if problem is not None:
         return problem
+    assert value is not None  # set whenever problem is None
     n = math.prod(BIAS_SHAPE)
     d = BIAS_SHAPE[-1]
     want = 4 * (2 * n + d)
@@ -114,6 +115,7 @@ def check_conversion_traffic(answer: object, *, low_bytes: int = 2, work_bytes: 
     value, problem = as_number(answer, "a number (bytes moved divided by the compulsory bytes)")
     if problem is not None:
         return problem
+    assert value is not None  # set whenever problem is None
     low, work = low_bytes, work_bytes
     moved = (low + work) + 2 * work + (work + low)
     want = moved / (2 * low)
@@ -176,6 +178,7 @@ def check_predicted_time(answer_us: float | None, kernel: str = "fused") -> Feed
     value, problem = as_number(answer_us, "a number of microseconds")
     if problem is not None:
         return problem
+    assert value is not None  # set whenever problem is None
     n = math.prod(ROPE_SHAPE)
     passes = 2 if kernel == "fused" else 10
     want = passes * n * 2 / GPU_BANDWIDTH * 1e6

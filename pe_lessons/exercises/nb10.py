@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TypedDict
 
 import torch
 
@@ -37,10 +38,25 @@ __all__ = [
     "check_stretch_ratio",
 ]
 
+
+class _OutOfRange(TypedDict):  # the key types of OUT_OF_RANGE, for the type checker
+    head_dim: int
+    base: float
+    train_len: int
+    factor: float
+
+
+class _NtkBase(TypedDict):  # the key types of NTK_BASE, for the type checker
+    head_dim: int
+    base: float
+    train_len: int
+    target_len: int
+
+
 #: Exercise 1: a model stretched to ``factor × train_len`` with NTK-aware scaling set for ``factor``.
-OUT_OF_RANGE = {"head_dim": 64, "base": 10000.0, "train_len": 2048, "factor": 8.0}
+OUT_OF_RANGE: _OutOfRange = {"head_dim": 64, "base": 10000.0, "train_len": 2048, "factor": 8.0}
 #: Exercise 2: the NTK-aware base that stretches a model trained at ``train_len`` to ``target_len``.
-NTK_BASE = {"head_dim": 96, "base": 10000.0, "train_len": 4096, "target_len": 32768}
+NTK_BASE: _NtkBase = {"head_dim": 96, "base": 10000.0, "train_len": 4096, "target_len": 32768}
 #: Exercise 3: the configurations ``(head_dim, base, factor, trained_len)`` a YaRN implementation is tried on.
 YARN_PROBES = ((16, 10000.0, 4.0, 16), (64, 10000.0, 8.0, 2048), (128, 500000.0, 8.0, 8192), (96, 10000.0, 16.0, 4096))
 #: Exercise 4: Llama 3's rule with ``factor`` 4, asked to read ``target_len`` = 16 × ``train_len``.
@@ -72,7 +88,7 @@ def _pair_list(answer: object) -> tuple[list[int] | None, Feedback | None]:
         return None, wrong
     try:
         if isinstance(answer, torch.Tensor) or type(answer).__module__.split(".")[0] == "numpy":
-            answer = answer.reshape(-1).tolist()
+            answer = answer.reshape(-1).tolist()  # type: ignore[attr-defined]  # a tensor or NumPy value (checked above)
         values = list(answer)[:10_000]
     except Exception:  # a meta tensor, an iterator that raises …
         return None, wrong
@@ -83,6 +99,7 @@ def _pair_list(answer: object) -> tuple[list[int] | None, Feedback | None]:
         number, problem = as_integer(value, "whole pair indices")
         if problem is not None:
             return None, problem
+        assert number is not None  # set whenever problem is None
         items.append(number)
     return sorted(set(items)), None
 
@@ -95,6 +112,7 @@ def check_out_of_range(answer: object) -> Feedback:
     pairs, problem = _pair_list(answer)
     if problem is not None:
         return problem
+    assert pairs is not None  # set whenever problem is None
     p = OUT_OF_RANGE
     d, half = p["head_dim"], p["head_dim"] // 2
     want = ntk_out_of_range(p["head_dim"], p["base"], p["train_len"], p["factor"])
@@ -139,9 +157,11 @@ def check_ntk_base(scale: object, new_base: object) -> Feedback:
     s, problem = as_number(scale, "the scale factor s (a number)")
     if problem is not None:
         return problem
+    assert s is not None  # set whenever problem is None
     b, problem = as_number(new_base, "the new base (a number)")
     if problem is not None:
         return problem
+    assert b is not None  # set whenever problem is None
     p = NTK_BASE
     d, base = p["head_dim"], p["base"]
     want_s = p["target_len"] / p["train_len"]
@@ -226,6 +246,7 @@ def check_stretch_ratio(answer: object) -> Feedback:
     value, problem = as_number(answer, "a number (the ratio ρ)")
     if problem is not None:
         return problem
+    assert value is not None  # set whenever problem is None
     p = STRETCH
     stretch, s = p["target_len"] / p["train_len"], p["factor"]
     want = stretch / s

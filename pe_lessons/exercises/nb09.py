@@ -16,6 +16,8 @@ from ._feedback import Feedback, _short, as_integer, as_number, attempt, checker
 __all__ = [
     "check_t5_bucket",
     "check_alibi_slopes",
+    "alibi_far_share",
+    "check_alibi_far_share",
     "rotary_reach",
     "check_rotary_reach",
     "check_base_for_reach",
@@ -126,6 +128,49 @@ def check_alibi_slopes(answer: object, n_heads: int = 6) -> Feedback:
     return failed(
         "Not ALiBi's slopes. For n a power of two: 2^(-8h/n), h = 1 … n. Otherwise take n' = the largest "
         "power of two ≤ n, its n' slopes, then some of the slopes of 2n' heads (which ones?)."
+    )
+
+
+def alibi_far_share(slope: float, seq_len: int = 64, far: int = 16) -> float:
+    """Attention weight a causal ALiBi head gives keys ``far`` or more tokens back, from its bias alone.
+
+    The query is the last of ``seq_len`` tokens and every ``q·k`` is 0, so key ``d`` tokens back gets
+    ``exp(-slope·d)`` normalised over ``d = 0 … seq_len − 1``.
+    """
+    weights = [math.exp(-slope * d) for d in range(seq_len)]
+    return sum(weights[far:]) / sum(weights)
+
+
+@checker
+def check_alibi_far_share(answer: object, n_heads: int = 6, seq_len: int = 64, far: int = 16) -> Feedback:
+    """Check the far-key share (keys ``far`` or more back) of the second-flattest of ``n_heads`` ALiBi heads."""
+    value, problem = as_number(answer, "a share between 0 and 1")
+    if problem is not None:
+        return problem
+    assert value is not None  # set whenever problem is None
+    slopes = sorted(alibi_slopes(n_heads).tolist())
+    want = alibi_far_share(slopes[1], seq_len, far)
+    if abs(value - want) <= 0.005:
+        return passed(
+            f"{want:.3f}: slope {slopes[1]:g}, the second smallest of {n_heads} heads' slopes. Even this flat head "
+            f"puts less on the far keys than a uniform head would ({(seq_len - far) / seq_len:.2f})."
+        )
+    naive = sorted(2.0 ** (-8 * h / n_heads) for h in range(1, n_heads + 1))
+    hints = [
+        ((seq_len - far) / seq_len, "That is the share of a head with no bias (uniform weights). The bias tilts it."),
+        (alibi_far_share(slopes[0], seq_len, far), "That is the flattest head. Which one is the second flattest?"),
+        (
+            alibi_far_share(naive[1], seq_len, far),
+            f"Those slopes follow 2^(-8h/{n_heads}), the rule for a power of two. {n_heads} is not one.",
+        ),
+        (1 - want, "That is the share of the near keys (fewer than the far distance back)."),
+    ]
+    for wrong, hint in hints:
+        if abs(value - wrong) <= 0.005:
+            return failed(hint)
+    return failed(
+        "Not the share. Find the second-smallest slope m, give the key d tokens back the weight exp(-m·d) for "
+        "d = 0 … seq_len − 1, normalise, and add up the keys at least `far` back (two decimals are enough)."
     )
 
 

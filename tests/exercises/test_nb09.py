@@ -127,3 +127,18 @@ def test_base_for_reach_checker():
     assert nb09.check_base_for_reach(None, offset=80, head_dim=8).message.startswith("Not answered")
     for bad in ("4e5", float("nan"), [want], True):
         assert not nb09.check_base_for_reach(bad, offset=80, head_dim=8).ok
+
+
+def test_alibi_far_share_checker():
+    right = nb09.alibi_far_share(2.0**-6)  # the second-flattest of 6 heads: slope 1/64
+    assert abs(right - 0.650) < 0.001
+    for answer in (right, round(right, 2), np.float32(right), torch.tensor(right), "0.65"):
+        feedback = nb09.check_alibi_far_share(answer)
+        assert feedback.ok or isinstance(answer, str), answer
+    assert "no bias" in nb09.check_alibi_far_share(0.75).message
+    assert "flattest head" in nb09.check_alibi_far_share(nb09.alibi_far_share(2.0**-8)).message
+    assert "power of two" in nb09.check_alibi_far_share(nb09.alibi_far_share(2.0 ** (-40 / 6))).message
+    assert "near keys" in nb09.check_alibi_far_share(1 - right).message
+    generic = nb09.check_alibi_far_share(0.1)
+    assert not generic.ok and f"{right:.2f}" not in generic.message and "0.65" not in generic.message
+    assert not nb09.check_alibi_far_share(None).ok and not nb09.check_alibi_far_share(float("nan")).ok

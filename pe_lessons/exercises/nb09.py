@@ -142,35 +142,39 @@ def alibi_far_share(slope: float, seq_len: int = 64, far: int = 16) -> float:
 
 
 @checker
-def check_alibi_far_share(answer: object, n_heads: int = 6, seq_len: int = 64, far: int = 16) -> Feedback:
-    """Check the far-key share (keys ``far`` or more back) of the second-flattest of ``n_heads`` ALiBi heads."""
+def check_alibi_far_share(answer: object, n_heads: int = 6, head: int = 6, seq_len: int = 64, far: int = 8) -> Feedback:
+    """Check the share of keys ``far`` or more back for ALiBi head ``head`` (1-based, head order) of ``n_heads``."""
     value, problem = as_number(answer, "a share between 0 and 1")
     if problem is not None:
         return problem
     assert value is not None  # set whenever problem is None
-    slopes = sorted(alibi_slopes(n_heads).tolist())
-    want = alibi_far_share(slopes[1], seq_len, far)
+    slopes = alibi_slopes(n_heads).tolist()
+    slope = slopes[head - 1]
+    want = alibi_far_share(slope, seq_len, far)
     if abs(value - want) <= 0.005:
         return passed(
-            f"{want:.3f}: slope {slopes[1]:g}, the second smallest of {n_heads} heads' slopes. Even this flat head "
-            f"puts less on the far keys than a uniform head would ({(seq_len - far) / seq_len:.2f})."
+            f"{want:.3f}: head {head} of {n_heads} has slope {slope:g}, one of the slopes the paper's code adds "
+            f"between the {2 ** (n_heads.bit_length() - 1)} power-of-two ones. A uniform head would put "
+            f"{(seq_len - far) / seq_len:.3f} there."
         )
-    naive = sorted(2.0 ** (-8 * h / n_heads) for h in range(1, n_heads + 1))
+    naive = 2.0 ** (-8 * head / n_heads)
     hints = [
         ((seq_len - far) / seq_len, "That is the share of a head with no bias (uniform weights). The bias tilts it."),
-        (alibi_far_share(slopes[0], seq_len, far), "That is the flattest head. Which one is the second flattest?"),
         (
-            alibi_far_share(naive[1], seq_len, far),
-            f"Those slopes follow 2^(-8h/{n_heads}), the rule for a power of two. {n_heads} is not one.",
+            alibi_far_share(naive, seq_len, far),
+            f"That slope is 2^(-8·{head}/{n_heads}), the rule for a power of two; {n_heads} is not one. Which "
+            f"slope does the paper's code give head {head}?",
         ),
-        (1 - want, "That is the share of the near keys (fewer than the far distance back)."),
+        (alibi_far_share(min(slopes), seq_len, far), f"That is the flattest head. Is it head {head}?"),
+        (alibi_far_share(max(slopes), seq_len, far), f"That is the steepest head. Is it head {head}?"),
+        (1 - want, f"That is the share of the near keys (fewer than {far} back)."),
     ]
     for wrong, hint in hints:
         if abs(value - wrong) <= 0.005:
             return failed(hint)
     return failed(
-        "Not the share. Find the second-smallest slope m, give the key d tokens back the weight exp(-m·d) for "
-        "d = 0 … seq_len − 1, normalise, and add up the keys at least `far` back (two decimals are enough)."
+        f"Not the share. Find head {head}'s slope m (head order), give the key d tokens back the weight "
+        f"exp(-m·d) for d = 0 … {seq_len - 1}, normalise, and add up the keys at least {far} back."
     )
 
 

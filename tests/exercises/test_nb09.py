@@ -130,15 +130,16 @@ def test_base_for_reach_checker():
 
 
 def test_alibi_far_share_checker():
-    right = nb09.alibi_far_share(2.0**-6)  # the second-flattest of 6 heads: slope 1/64
-    assert abs(right - 0.650) < 0.001
-    for answer in (right, round(right, 2), np.float32(right), torch.tensor(right), "0.65"):
-        feedback = nb09.check_alibi_far_share(answer)
-        assert feedback.ok or isinstance(answer, str), answer
-    assert "no bias" in nb09.check_alibi_far_share(0.75).message
-    assert "flattest head" in nb09.check_alibi_far_share(nb09.alibi_far_share(2.0**-8)).message
-    assert "power of two" in nb09.check_alibi_far_share(nb09.alibi_far_share(2.0 ** (-40 / 6))).message
+    right = nb09.alibi_far_share(2.0**-3, far=8)  # head 6 of 6: slope 1/8, one of the two interleaved slopes
+    assert abs(right - 0.368) < 0.001
+    for answer in (right, round(right, 2), np.float32(right), torch.tensor(right)):
+        assert nb09.check_alibi_far_share(answer).ok, answer
+    assert not nb09.check_alibi_far_share("0.37").ok
+    assert "no bias" in nb09.check_alibi_far_share(0.875).message
+    assert "power of two" in nb09.check_alibi_far_share(nb09.alibi_far_share(2.0**-8, far=8)).message
+    assert "steepest head" in nb09.check_alibi_far_share(nb09.alibi_far_share(0.5, far=8)).message
     assert "near keys" in nb09.check_alibi_far_share(1 - right).message
-    generic = nb09.check_alibi_far_share(0.1)
-    assert not generic.ok and f"{right:.2f}" not in generic.message and "0.65" not in generic.message
+    assert nb09.check_alibi_far_share(nb09.alibi_far_share(2.0**-6, far=16), head=3, far=16).ok  # other settings
+    generic = nb09.check_alibi_far_share(0.2)
+    assert not generic.ok and "0.37" not in generic.message and "1/8" not in generic.message
     assert not nb09.check_alibi_far_share(None).ok and not nb09.check_alibi_far_share(float("nan")).ok

@@ -142,7 +142,9 @@ def alibi_far_share(slope: float, seq_len: int = 64, far: int = 16) -> float:
 
 
 @checker
-def check_alibi_far_share(answer: object, n_heads: int = 6, head: int = 6, seq_len: int = 64, far: int = 8) -> Feedback:
+def check_alibi_far_share(
+    answer: object, n_heads: int = 6, head: int = 6, seq_len: int = 64, far: int = 12
+) -> Feedback:
     """Check the share of keys ``far`` or more back for ALiBi head ``head`` (1-based, head order) of ``n_heads``."""
     value, problem = as_number(answer, "a share between 0 and 1")
     if problem is not None:

@@ -423,7 +423,7 @@ CORRECT = {
     "check_window_pairs": np.int64(28),
     "check_t5_bucket": np.int64(14),
     "check_alibi_slopes": np.array([2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8, 2.0**-1, 2.0**-3]),
-    "check_alibi_far_share": torch.tensor(0.368),
+    "check_alibi_far_share": torch.tensor(0.223),
     "check_rotary_reach": torch.tensor(math.pi * 3e5 ** (2 / 12)),
     "check_base_for_reach": np.float32((60 / math.pi) ** 6),
     "check_t5_scores": lambda q, k, table, max_distance: (

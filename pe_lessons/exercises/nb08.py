@@ -242,24 +242,24 @@ def _quiet_compiler() -> Iterator[None]:
 
 
 @checker
-def check_one_graph_rope(my_rope: Callable[[torch.Tensor, torch.Tensor], object] | None) -> Feedback:
-    """Check ``my_rope(x, positions)``: half-layout RoPE (base 10 000) of a float32 ``x`` ``[batch, heads, seq,
+def check_one_graph_rope(my_rope_at: Callable[[torch.Tensor, torch.Tensor], object] | None) -> Feedback:
+    """Check ``my_rope_at(x, positions)``: half-layout RoPE (base 10 000) of a float32 ``x`` ``[batch, heads, seq,
     head_dim]`` at the 1-D integer ``positions`` (each below :data:`MAX_POSITION`), that ``torch.compile`` captures
     as **one graph with no break** (``torch._dynamo.explain``).
 
     Values are checked on several shapes and position sets to float32-angle accuracy (4e-3); the graph on two of
     them. The compiler's warnings are kept quiet; a break's reason is named in the feedback.
     """
-    if is_placeholder(my_rope):
+    if is_placeholder(my_rope_at):
         return not_done()
-    if not callable(my_rope):
-        return failed(f"my_rope must be a function; got {type(my_rope).__name__}.")
+    if not callable(my_rope_at):
+        return failed(f"my_rope_at must be a function; got {type(my_rope_at).__name__}.")
     gen = torch.Generator().manual_seed(3)
     cases = []
     for shape, pos in GRAPH_CASES:
         x, positions = torch.randn(shape, generator=gen), torch.tensor(pos)
-        label = f"my_rope(x, positions) with x of shape {list(shape)} and positions {list(pos)}"
-        result, problem = attempt(label, my_rope, x.clone(), positions.clone())
+        label = f"my_rope_at(x, positions) with x of shape {list(shape)} and positions {list(pos)}"
+        result, problem = attempt(label, my_rope_at, x.clone(), positions.clone())
         if problem is not None:
             return problem
         out = _tensor_result(result, label, shape)
@@ -278,7 +278,7 @@ def check_one_graph_rope(my_rope: Callable[[torch.Tensor, torch.Tensor], object]
         with _quiet_compiler():
             torch._dynamo.reset()
             try:
-                report, problem = attempt(label, lambda x=x, p=positions: torch._dynamo.explain(my_rope)(x, p))
+                report, problem = attempt(label, lambda x=x, p=positions: torch._dynamo.explain(my_rope_at)(x, p))
             finally:
                 torch._dynamo.reset()
         if problem is not None:
@@ -306,7 +306,7 @@ def check_one_graph_rope(my_rope: Callable[[torch.Tensor, torch.Tensor], object]
     with _quiet_compiler():
         torch._dynamo.reset()
         try:
-            fn = torch.compile(my_rope, backend=counting_backend)
+            fn = torch.compile(my_rope_at, backend=counting_backend)
             for shift in (0, 1):
                 _, problem = attempt(label, fn, x.clone(), positions + shift)
                 if problem is not None:

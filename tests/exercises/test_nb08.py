@@ -153,4 +153,4 @@ def test_one_graph_rope_checks_the_values_first():
     assert not rows.ok and "positions you are given" in rows.message
     assert "wrong values" in check(lambda x, p: rope_at_direct(x, p) * 2).message
     assert "float32" in check(lambda x, p: rope_at_direct(x, p).double()).message
-    assert "must be a function" in check("rope").message and "Not answered" in check(...).message
+    assert "my_rope_at must be a function" in check("rope").message and "Not answered" in check(...).message

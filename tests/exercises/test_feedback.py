@@ -69,7 +69,7 @@ SETTINGS: dict[str, dict] = {
     "check_alias_period": {"kwargs": {"column": 14, "d_model": 32, "n_positions": 30000, "rows": 100}},
     "check_precision_fix": {},
     "check_offset_dot": {},
-    "check_order_breakers": {},
+    "check_copied_row_accuracy": {},
     "check_alibi_slopes": {},
     "check_alibi_far_share": {},
     "check_t5_bucket": {},
@@ -407,6 +407,7 @@ CORRECT = {
     "check_predicted_time": 2 * 32 * 4096 * 128 * 2 / 2e12 * 1e6,
     "check_concat_offset": lambda k, d, base=10000.0: _concat_offset(k, d, base),
     "check_length_for_share": np.int64(17),
+    "check_copied_row_accuracy": lambda row, max_len: np.float32((row + 0.5) / max_len),
     "check_weight_conversion": lambda W, heads: (
         _to_half(W.view(heads, -1, W.shape[1]).transpose(1, 2)).transpose(1, 2).reshape(W.shape)
     ),

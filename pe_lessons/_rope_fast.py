@@ -15,6 +15,9 @@ line. Everything here computes the same numbers with fewer passes over memory:
 - **float16/bfloat16, eager**: rotated in float32 and rounded once. Eager PyTorch on a CPU
   cannot fuse a dtype conversion into arithmetic, so the conversion up and the one down are
   passes of their own (:func:`rotate` counts the bytes); the compiled path fuses them.
+- **Chunks**: where the eager rotation takes several kernels, a large tensor goes through them
+  one cache-sized chunk at a time (:func:`chunks`), so only the first pass over a chunk reads
+  memory and the others find it in the cache.
 - **Under torch.compile** both layouts are traced as one real-arithmetic, out-of-place formula
   (:func:`rotate_fusable`; Inductor has no complex numbers) that Inductor fuses into a single
   loop with the conversions inside, and ``apply_rope`` traces without graph breaks for every
@@ -124,11 +127,13 @@ def compiling() -> bool:
 
 
 def _covers(shape: torch.Size, table: torch.Tensor) -> bool:
-    """Does ``shape`` already hold the broadcast of a tensor of ``shape`` with ``table``?
+    """Does a tensor of ``shape`` take ``table`` (``[..., rows, k]``) without growing: do the table's
+    dimensions other than the last broadcast into ``shape``'s?
 
     (A plain-Python check: ``torch.broadcast_shapes`` costs more than a decoding step's rotation.)
     """
-    return table.dim() <= len(shape) and all(t in (1, s) for t, s in zip(reversed(table.shape), reversed(shape)))
+    t, s = table.shape[:-1], shape[:-1]
+    return len(t) <= len(s) and all(a in (1, b) for a, b in zip(reversed(t), reversed(s)))
 
 
 def _as_pairs(tables: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -140,6 +145,12 @@ def _as_pairs(tables: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Ten
     return tables[0].real, tables[0].imag
 
 
+#: Eager kernels over a large tensor run chunk by chunk, so that the passes after the first over a
+#: chunk find it in the CPU's cache instead of memory: about this many elements of ``x`` per thread
+#: per chunk (512 KiB in float32; each core's L2 cache holds a few MiB).
+CHUNK_ELEMENTS_PER_THREAD = 1 << 17
+
+
 def rotate(x: torch.Tensor, tables: tuple[torch.Tensor, ...], layout: str, inverse: bool) -> torch.Tensor:
     """Rotate ``x`` (``[..., seq, head_dim]``, any float dtype) with the tables of :func:`layout_tables`.
 
@@ -149,17 +160,24 @@ def rotate(x: torch.Tensor, tables: tuple[torch.Tensor, ...], layout: str, inver
 
     Eager PyTorch runs every operation as its own pass over memory, and on a CPU it cannot fuse a
     dtype conversion into arithmetic (an operation on float16/bfloat16 and float32 tensors first
-    converts into a temporary). So each eager kernel here is chosen for its passes (bytes moved
-    per element of ``x``, float32 ``x``: clone moves 8; bfloat16/float16: clone moves 4):
+    converts into a temporary). Bytes moved per element of ``x``, each kernel counted as a pass
+    over memory (as :func:`pe_lessons.optrace.trace_ops` counts them; float32 ``x``: clone moves 8,
+    bfloat16/float16: clone moves 4):
 
     - interleaved, float32: one complex multiplication — 8 bytes, clone's traffic;
-    - interleaved, float16/bfloat16: one converting copy up to float32, an in-place complex
-      multiplication, one converting copy down — 20 bytes, what Hugging Face's five bfloat16
-      passes (``x·cos``, ``-x₂``, ``cat``, ``·sin``, ``+``) move, but rounded once, from float32;
+    - interleaved, float16/bfloat16: a converting copy up to float32, an in-place complex
+      multiplication, a converting copy down — 20 bytes, what Hugging Face's five bfloat16 passes
+      (``x·cos``, ``-x₂``, ``cat``, ``·sin``, ``+``) move, but rounded once, from float32;
     - half, float32: the sin terms written into the output halves, then one multiply-add — 20;
-    - half, float16/bfloat16: the same around a converting copy up and one down — 32 bytes
+    - half, float16/bfloat16: the same between a converting copy up and one down — 32 bytes
       (permuting the pairs next to each other during the conversion would save the difference,
       but strided copies run far slower than contiguous ones on a CPU).
+
+    All but the first are several kernels, so a large contiguous ``x`` is rotated chunk by chunk
+    (:func:`chunks`, about :data:`CHUNK_ELEMENTS_PER_THREAD` elements per thread): every kernel
+    still counts its bytes, but after the first pass over a chunk the others find it in the cache,
+    and memory itself sees little more than reading ``x`` and writing the result once. The float32
+    copies of float16/bfloat16 chunks go to two scratch buffers of one chunk's size.
 
     Under ``torch.compile`` (``"pairs"`` tables) both layouts are one out-of-place formula
     (:func:`rotate_fusable`) that Inductor fuses into a single loop with the conversions inside:
@@ -167,47 +185,92 @@ def rotate(x: torch.Tensor, tables: tuple[torch.Tensor, ...], layout: str, inver
     """
     if compiling() or len(tables) == 2:  # the fused formula (also devices without complex numbers)
         return rotate_fusable(x, *_as_pairs(tables), layout, inverse)
-    multiplier = tables[0]  # the table x is multiplied by: cos + i·sin, or [cos | cos]
+    work = tables[0].real.dtype  # the working precision: float32, or float64 for float64 x
+    if len(tables) == 1 and x.dtype == work:  # one pass: the complex product is the output
+        return _rotate_complex(x, tables[0].conj() if inverse else tables[0])
     if len(tables) == 1:
-        return _rotate_complex(x, multiplier.conj() if inverse else multiplier)
-    # half layout, float32/float64:
-    # y = [a | b]·[cos | cos] + [b·(-sin) | a·sin]  (y_a = a·cos - b·sin, y_b = b·cos + a·sin):
-    # the sin terms go straight into the two halves of the output (no rotate_half copy),
-    # then one multiply-add over the whole tensor adds the cos terms. Five passes' worth of
-    # memory traffic (read x, write out; read out and x, write out) against clone's two.
-    # The inverse rotation (-θ) swaps the roles of -sin and sin.
-    xw = x if x.dtype == multiplier.dtype else x.to(multiplier.dtype)
-    neg_sin, sin = (tables[2], tables[1]) if inverse else (tables[1], tables[2])
-    shape = xw.shape if _covers(xw.shape, multiplier) else torch.broadcast_shapes(xw.shape, multiplier.shape)
-    out = torch.empty(shape, dtype=xw.dtype, device=xw.device)
-    xa, xb = xw.chunk(2, -1)
+        tables = (tables[0].conj().resolve_conj(),) if inverse else tables  # (once, not per chunk)
+    elif inverse:  # the inverse rotation (-θ) swaps the roles of -sin and sin
+        tables = (tables[0], tables[2], tables[1])
+    if not all(_covers(x.shape, t) for t in tables):  # (tables with more rows than x: the result is larger)
+        x = x.expand(torch.broadcast_shapes(x.shape[:-1], *(t.shape[:-1] for t in tables)) + x.shape[-1:])
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    parts = chunks(x, out, tables)
+    kernel = _turn_pairs if len(tables) == 1 else _turn_halves
+    if x.dtype == work:
+        for xc, oc, tc in parts:
+            kernel(xc, oc, tc)
+        return out
+    # float16/bfloat16: each chunk is copied up into float32 scratch, rotated into a second
+    # scratch buffer and rounded once into the output (the first chunk is the largest)
+    scratch = torch.empty((2, *parts[0][0].shape), dtype=work, device=x.device)
+    views = {parts[0][0].shape: scratch.unbind(0)}
+    for xc, oc, tc in parts:
+        xw, ow = views.get(xc.shape) or views.setdefault(xc.shape, _scratch_views(scratch, xc.shape))
+        xw.copy_(xc)
+        kernel(xw, ow, tc)
+        oc.copy_(ow)
+    return out
+
+
+def _scratch_views(scratch: torch.Tensor, shape: torch.Size) -> tuple[torch.Tensor, ...]:
+    """The two scratch buffers' first elements, seen as tensors of ``shape``."""
+    return scratch.flatten(1)[:, : shape.numel()].unflatten(1, shape).unbind(0)
+
+
+def _turn_halves(x: torch.Tensor, out: torch.Tensor, tables: tuple[torch.Tensor, ...]) -> None:
+    """Half layout into ``out``: ``y = [a | b]·[cos | cos] + [b·(-sin) | a·sin]``.
+
+    (``y_a = a·cos - b·sin``, ``y_b = b·cos + a·sin``.) The sin terms go straight into the two
+    halves of the output (no ``rotate_half`` copy), then one multiply-add over the whole adds the
+    cos terms: three kernels, five passes' worth of traffic (read ``x``, write ``out``; read ``out``
+    and ``x``, write ``out``) against clone's two.
+    """
+    multiplier, neg_sin, sin = tables
+    xa, xb = x.chunk(2, -1)
     oa, ob = out.chunk(2, -1)
     torch.mul(xb, neg_sin, out=oa)
     torch.mul(xa, sin, out=ob)
-    out.addcmul_(xw, multiplier)
-    return out if out.dtype == x.dtype else out.to(x.dtype)
+    out.addcmul_(x, multiplier)
+
+
+def _turn_pairs(x: torch.Tensor, out: torch.Tensor, tables: tuple[torch.Tensor, ...]) -> None:
+    """Interleaved layout into ``out``: ``x`` times ``cos + i·sin``, its pairs read as complex numbers (one kernel)."""
+    h = x.shape[-1] // 2
+    torch.mul(
+        torch.view_as_complex(x.unflatten(-1, (h, 2))), tables[0], out=torch.view_as_complex(out.unflatten(-1, (h, 2)))
+    )
+
+
+def chunks(
+    x: torch.Tensor, out: torch.Tensor, tables: tuple[torch.Tensor, ...]
+) -> list[tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]]:
+    """``(part of x, same part of out, the tables' rows for it)``: runs of positions that together cover ``x``.
+
+    A run takes every leading index (batch, heads) of some consecutive positions, about
+    :data:`CHUNK_ELEMENTS_PER_THREAD` elements per thread, and only its own rows of the tables
+    (per-row tables too: they are split along the positions as well), so the tables are read once in
+    all. A small ``x``, one that is not contiguous, or tables that broadcast along the positions: one
+    chunk, ``x`` itself.
+    """
+    seq = x.shape[-2]
+    size = CHUNK_ELEMENTS_PER_THREAD * torch.get_num_threads()
+    if x.numel() <= size or seq < 2 or not x.is_contiguous() or any(t.shape[-2] != seq for t in tables):
+        return [(x, out, tables)]
+    step = max(1, size * seq // x.numel())  # positions per run
+    runs = zip(*(t.split(step, -2) for t in tables))  # (split: all the views of a dimension in one call)
+    return list(zip(x.split(step, -2), out.split(step, -2), runs))
 
 
 def _rotate_complex(x: torch.Tensor, multiplier: torch.Tensor) -> torch.Tensor:
     """``x`` (interleaved) times ``cos + i·sin``, its pairs read as complex numbers ``a + i·b``.
 
     ``(a + ib)(cos + i·sin) = (a·cos - b·sin) + i(a·sin + b·cos)``: each pair turned by its angle.
+    One pass: the product is the output.
     """
-    work = multiplier.real.dtype
     h = x.shape[-1] // 2
-    if x.dtype == work:  # one pass: the product is the output
-        xw = x if _complex_ready(x) else x.contiguous()
-        return torch.view_as_real(torch.view_as_complex(xw.unflatten(-1, (h, 2))) * multiplier).flatten(-2)
-    # float16/bfloat16: a converting copy up to float32, turned in place, converted back
-    pairs = x.to(work)
-    if not _complex_ready(pairs):
-        pairs = pairs.contiguous()
-    z = torch.view_as_complex(pairs.unflatten(-1, (h, 2)))
-    if _covers(z.shape, multiplier):
-        z.mul_(multiplier)
-    else:  # (tables with more rows than x: the product is larger than x)
-        z = z * multiplier
-    return torch.view_as_real(z).flatten(-2).to(x.dtype)
+    xw = x if _complex_ready(x) else x.contiguous()
+    return torch.view_as_real(torch.view_as_complex(xw.unflatten(-1, (h, 2))) * multiplier).flatten(-2)
 
 
 def rotate_fusable(

@@ -13,8 +13,8 @@ from . import _feedback
 from ._feedback import (
     Feedback,
     SetupError,
-    _short,
     as_integer,
+    as_number,
     attempt,
     checker,
     describe_error,
@@ -28,8 +28,7 @@ __all__ = [
     "check_learned_module",
     "check_predicted_error",
     "check_length_for_share",
-    "ORDER_CHANGES",
-    "check_order_breakers",
+    "check_copied_row_accuracy",
 ]
 
 
@@ -250,70 +249,65 @@ def check_predicted_error(
     return failed(f"The message names the sequence length and the table's max_len; you gave {sorted(numbers)}.")
 
 
-#: Changes to the position-free toy model of notebook 06 (bidirectional attention, per-token outputs).
-#: Exercise: which of them make a token's output depend on the order of the input tokens?
-ORDER_CHANGES = {
-    "a": "a causal mask: token t attends only to tokens 0 … t",
-    "b": "mean pooling of the per-token outputs into one vector",
-    "c": "a layer norm before each attention layer",
-    "d": "sinusoidal position vectors added to the token embeddings",
-    "e": "a wider MLP (8·d_model instead of 4·d_model) in every block",
-    "f": "rotary embeddings applied to q and k in every attention layer",
-}
-_ORDER_WHY = {
-    "a": "a causal mask breaks the symmetry: token t now sees only the tokens listed before it, so moving a "
-    "token changes which keys others can attend to (this is why a causal decoder can infer order without "
-    "any position encoding)",
-    "b": "mean pooling adds the per-token outputs, and a sum ignores their order: the pooled output of a "
-    "position-free model is permutation invariant, it sees order even less",
-    "c": "a layer norm acts on each token's vector alone, so it commutes with any shuffle of the tokens",
-    "d": "added position vectors give the token at place 3 another input than the same token at place 5",
-    "e": "an MLP, however wide, acts on each token's vector alone, so it commutes with any shuffle of the tokens",
-    "f": "rotary embeddings turn q and k by position-dependent angles, so scores change when tokens move",
-}
+def _copied_row_accuracy(row: int, max_len: int) -> float:
+    """Expected accuracy on order-task sequences with exactly one marker past a learned table of ``max_len`` rows
+    whose extra rows are copies of trained row ``row``, for a model that reads that marker as sitting at ``row``
+    and orders every pair of distinct trained positions right: the other marker sits at ``p`` uniform in
+    ``0 … max_len-1``; ``p < row``: right; ``p > row``: wrong; ``p == row``: the twins look alike, one of two right."""
+    return (row + 0.5) / max_len
+
+
+#: (row, max_len) settings the copied-row checker tries.
+COPIED_ROW_CASES = ((8, 12), (0, 12), (11, 12), (3, 8), (20, 64))
 
 
 @checker
-def check_order_breakers(answer: object) -> Feedback:
-    """Check which of :data:`ORDER_CHANGES` make the position-free model's per-token outputs depend on
-    token order (break permutation equivariance): ``a`` (causal mask), ``d`` (added positions) and
-    ``f`` (rotary). ``answer`` is an iterable of letters, e.g. ``["a", "c"]`` or ``"ac"``."""
-    if _is_placeholder(answer):
+def check_copied_row_accuracy(my_accuracy: object) -> Feedback:
+    """Check ``my_accuracy(row, max_len)``: the accuracy of the learned model of notebook 06 on sequences with one
+    marker past its ``max_len`` trained rows, when every extra row is a copy of trained row ``row`` and the model
+    reads the marker there as sitting at ``row``: ``(row + 1/2) / max_len``, on several settings (to 1e-6)."""
+    if _is_placeholder(my_accuracy):
         return not_done()
-    if isinstance(answer, str):
-        answer = [ch for ch in answer if not ch.isspace() and ch != ","]
-    try:
-        items = list(answer)  # type: ignore[call-overload]
-    except Exception:  # not iterable, or an iterator that raises
+    for row, max_len in COPIED_ROW_CASES:
+        label = f"my_accuracy({row}, {max_len})"
+        out, problem = attempt(label, my_accuracy, row, max_len)  # type: ignore[arg-type]
+        if problem is not None:
+            return problem
+        if _is_placeholder(out):
+            return not_done()
+        value, problem = as_number(out, "an accuracy (a number between 0 and 1)")
+        if problem is not None:
+            return failed(f"{label}: {problem.message}")
+        assert value is not None  # set whenever problem is None
+        want = _copied_row_accuracy(row, max_len)
+        if abs(value - want) <= 1e-6:
+            continue
+        if not 0 <= value <= 1:
+            return failed(f"{label}: {value:.6g} is not an accuracy (a share of sequences, between 0 and 1).")
+        if abs(value - row / max_len) <= 1e-6 or abs(value - (row + 1) / max_len) <= 1e-6:
+            return failed(
+                f"{label}: close. Look at the one case you may have counted as all right or all wrong: the other "
+                "marker sitting exactly at that row. What does the model see then, and what do twins imply?"
+            )
+        if abs(value - (1 - want)) <= 1e-6 or abs(value - (max_len - 1 - row + 0.5) / max_len) <= 1e-6:
+            return failed(
+                f"{label}: backwards. The marker past the table is, in truth, the later one: the model is right "
+                "exactly when it also reads the other marker as the earlier one."
+            )
+        if abs(value - 0.5) <= 1e-6:
+            return failed(
+                f"{label}: a coin flip would be right for rows that carry no information; a copied trained row "
+                "tells the model a definite position. Where does the other marker sit relative to it?"
+            )
         return failed(
-            f"Answer with a list of letters from {sorted(ORDER_CHANGES)}, e.g. ['a', 'c']; got {_short(answer)}."
+            f"{label}: {value:.6g} is not it. Count, over the {max_len} equally likely places of the other marker, "
+            "when the model's reading of the two places gives the right order."
         )
-    if not all(isinstance(item, str) for item in items):
-        return failed(
-            f"Answer with letters (strings) from {sorted(ORDER_CHANGES)}, e.g. ['a', 'c']; got {_short(items)}."
-        )
-    chosen = {item.strip().lower() for item in items}
-    unknown = sorted(chosen - set(ORDER_CHANGES))
-    if unknown:
-        return failed(f"{unknown} are not among the options {sorted(ORDER_CHANGES)}.")
-    want = {"a", "d", "f"}
-    if chosen == want:
-        return passed(
-            "a, d and f: a causal mask, added positions and rotary each make outputs depend on order; "
-            "pooling, layer norm and MLPs treat tokens as a set."
-        )
-    wrong = [f"({k}) {_ORDER_WHY[k]}" for k in sorted(chosen - want)]
-    missed = [f"({k}) {_ORDER_WHY[k]}" for k in sorted(want - chosen)]
-    parts = []
-    if wrong:
-        parts.append("Does not break the symmetry: " + "; ".join(wrong) + ".")
-    if missed:
-        parts.append(
-            f"You left out {len(missed)} change(s) that do make outputs depend on order: for each option, ask whether "
-            "it acts on each token alone (then it commutes with a shuffle) or lets a token's result depend on where "
-            "it sits or who sits before it."
-        )
-    return failed(" ".join(parts))
+    return passed(
+        f"Right on all {len(COPIED_ROW_CASES)} settings: (row + 1/2) / max_len. Copies of row 0 make the model almost "
+        "always wrong, copies of the last row almost always right: what it does past its table is what the rows "
+        "there look like."
+    )
 
 
 def _share_inside(seq_len: int, max_len: int) -> float:

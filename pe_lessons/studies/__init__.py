@@ -15,7 +15,7 @@ import pandas as pd
 __all__ = ["STUDIES", "load", "results_path"]
 
 #: Study name → module (in this package) that runs it.
-STUDIES = {"context": "context", "extrapolation": "extrapolation"}
+STUDIES = {"context": "context", "extrapolation": "extrapolation", "order": "order"}
 
 
 def _check_name(name: object) -> str:

@@ -47,6 +47,7 @@ SETTINGS: dict[str, dict] = {
     "check_first_honest_column": {"kwargs": {"n_positions": 45000, "pixels": 300, "d_model": 64}},
     "check_pair_block": {},
     "check_shift": {},
+    "check_shift_by": {},
     "check_return_offset": {},
     "check_learned_module": {},
     "check_predicted_error": {
@@ -69,7 +70,7 @@ SETTINGS: dict[str, dict] = {
     "check_alias_period": {"kwargs": {"column": 14, "d_model": 32, "n_positions": 30000, "rows": 100}},
     "check_precision_fix": {},
     "check_offset_dot": {},
-    "check_order_breakers": {},
+    "check_copied_row_accuracy": {},
     "check_alibi_slopes": {},
     "check_alibi_far_share": {},
     "check_t5_bucket": {},
@@ -362,6 +363,14 @@ def _shift(pe_pos, pe_k):
     return torch.stack((s * ck + c * sk, c * ck - s * sk), -1).flatten()
 
 
+def _shift_by(pe_pos, pe_1, k):  # repeated doubling: about 2·log2(k) row products
+    while k:
+        if k & 1:
+            pe_pos = _shift(pe_pos, pe_1)
+        pe_1, k = _shift(pe_1, pe_1), k >> 1
+    return pe_pos
+
+
 def _rotate_half(x):
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((-x2, x1), dim=-1)
@@ -397,6 +406,7 @@ CORRECT = {
     "check_first_honest_column": torch.tensor(28),
     "check_pair_block": np.array(_block()),
     "check_shift": _shift,
+    "check_shift_by": lambda pe_pos, pe_1, k: _shift_by(pe_pos, pe_1, k),
     "check_return_offset": torch.tensor(44),
     "check_learned_module": LearnedPositionalEmbedding,
     "check_predicted_error": ValueError,
@@ -409,6 +419,7 @@ CORRECT = {
     "check_one_graph_rope": lambda x, positions: __import__("pe_lessons").apply_rope(x, positions, layout="half"),
     "check_concat_offset": lambda k, d, base=10000.0: _concat_offset(k, d, base),
     "check_length_for_share": np.int64(17),
+    "check_copied_row_accuracy": lambda row, max_len: np.float32((row + 0.5) / max_len),
     "check_weight_conversion": lambda W, heads: (
         _to_half(W.view(heads, -1, W.shape[1]).transpose(1, 2)).transpose(1, 2).reshape(W.shape)
     ),

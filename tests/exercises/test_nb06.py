@@ -1,4 +1,4 @@
-"""Checkers of notebook 06 (the learned module, the predicted error, the order breakers and the facts behind them):
+"""Checkers of notebook 06 (the learned module, the predicted error, the copied-row accuracy; and the permutation facts of section 1):
 right answers pass, the usual slips are named, any input gets feedback."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from torch import nn
 
 from pe_lessons import LearnedPositionalEmbedding, exercises
 from pe_lessons.exercises import Feedback
-from pe_lessons.exercises.nb06 import ORDER_CHANGES, check_learned_module, check_order_breakers, check_predicted_error
+from pe_lessons.exercises.nb06 import check_copied_row_accuracy, check_learned_module, check_predicted_error
 from pe_lessons.toy import ToyTransformer
 
 
@@ -99,59 +99,63 @@ def test_learned_module_without_gradient_gets_the_no_gradient_message(cls):
     assert not feedback.ok and "No gradient reaches the table" in feedback.message
 
 
-@pytest.mark.parametrize(
-    "answer", [["a", "d", "f"], "adf", "a, d, f", ("F", "a", "D"), {"a", "d", "f"}, ["a", "d", "f", "a"]]
-)
-def test_order_breakers_accepts_the_answer_in_any_reasonable_form(answer):
-    feedback = check_order_breakers(answer)
-    assert isinstance(feedback, Feedback) and feedback.ok, feedback
-
-
-def _raising():
-    yield "a"
-    raise RuntimeError("boom")
+def _right(row, max_len):
+    return (row + 0.5) / max_len
 
 
 @pytest.mark.parametrize(
     "answer",
     [
-        None,
-        ...,
-        5,
-        3.5,
-        math.nan,
-        float("inf"),
-        [1, 2],
-        [None],
-        ["z"],
-        ["a", "zz"],
-        "",
-        [],
-        torch.tensor([1.0]),
-        _raising(),
-        object(),
-        ["a", "d"],
-        ["a", "b", "d", "f"],
-        list("abcdef"),
+        _right,
+        lambda row, max_len: torch.tensor((row + 0.5) / max_len),
+        lambda row, max_len: np_float((2 * row + 1) / (2 * max_len)),
     ],
 )
-def test_order_breakers_never_raises_and_never_passes_a_wrong_answer(answer):
-    feedback = check_order_breakers(answer)
-    assert isinstance(feedback, Feedback) and not feedback.ok
-    assert feedback.message
+def test_copied_row_accuracy_accepts_the_answer_in_any_ordinary_type(answer):
+    feedback = check_copied_row_accuracy(answer)
+    assert isinstance(feedback, Feedback) and feedback.ok, feedback
 
 
-def test_order_breakers_names_each_wrong_or_missing_option():
-    for letter in ORDER_CHANGES:
-        chosen = {"a", "d", "f"} ^ {letter}  # flip one option
-        feedback = check_order_breakers(sorted(chosen))
-        assert not feedback.ok, (letter, feedback)
-        if letter in chosen:  # a wrong pick is named, with why
-            assert f"({letter})" in feedback.message, (letter, feedback)
-        else:  # a missed one is counted, never named (that would give the answer away)
-            assert f"({letter})" not in feedback.message and "left out 1" in feedback.message, (letter, feedback)
-    assert "not among the options" in check_order_breakers(["a", "q"]).message
-    assert "Not answered" in check_order_breakers(None).message
+@pytest.mark.parametrize(
+    "answer, hint",
+    [
+        (lambda row, max_len: row / max_len, "exactly at that row"),
+        (lambda row, max_len: (row + 1) / max_len, "exactly at that row"),
+        (lambda row, max_len: 1 - (row + 0.5) / max_len, "backwards"),
+        (lambda row, max_len: 0.5, "coin flip"),
+        (lambda row, max_len: (row + 0.5) / 12, "is not it"),  # hard-coded for the notebook's max_len
+        (lambda row, max_len: 8.5 / 12, "is not it"),  # hard-coded for one setting
+        (lambda row, max_len: 7, "not an accuracy"),
+        (lambda row, max_len: "0.7", "Answer with"),
+        (lambda row, max_len: math.nan, "NaN"),
+    ],
+)
+def test_copied_row_accuracy_names_the_usual_slips_without_the_answer(answer, hint):
+    feedback = check_copied_row_accuracy(answer)
+    assert not feedback.ok and hint in feedback.message, feedback
+    assert "0.5) /" not in feedback.message and "+ 1/2" not in feedback.message  # never the formula
+
+
+def test_copied_row_accuracy_placeholders_and_errors():
+    assert "Not answered" in check_copied_row_accuracy(None).message
+    assert "Not answered" in check_copied_row_accuracy(lambda row, max_len: None).message
+
+    def stub(row, max_len):
+        raise NotImplementedError
+
+    assert not check_copied_row_accuracy(stub).ok
+    assert "must be a function" in check_copied_row_accuracy(0.7).message
+
+
+def test_copied_row_accuracy_matches_the_twins_argument():
+    """The formula counts the tie as one of two twins right: a position-blind pair of markers (the same row)
+    gives both twins the same answer."""
+    from pe_lessons.exercises.nb06 import _copied_row_accuracy
+
+    for max_len in (8, 12):
+        for row in range(max_len):
+            right = sum(1.0 if p < row else 0.5 if p == row else 0.0 for p in range(max_len))
+            assert _copied_row_accuracy(row, max_len) == pytest.approx(right / max_len)
 
 
 # ---- the facts behind the answer: which changes break permutation equivariance ----
@@ -273,3 +277,9 @@ def np_int(value):
     import numpy as np
 
     return np.int64(value)
+
+
+def np_float(value):
+    import numpy as np
+
+    return np.float64(value)

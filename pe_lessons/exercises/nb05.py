@@ -348,6 +348,12 @@ def _refusal_message(refusal: _Refused) -> str:
         )
     if "lstsq" in called:
         called += " (best_linear_map calls it too)"
+    if refusal.label.rsplit(".", 1)[-1] in ("inv", "inv_ex", "inverse", "pinv", "pinverse"):
+        return (
+            f"Your function calls {called}: the checker refuses inverses and solvers here, so that the matrix is "
+            "derived, not fitted from data. If you are inverting a permutation (or a rotation), you do not need "
+            "to: its inverse is its transpose."
+        )
     return (
         f"Your function calls {called}: that fits (or solves for) the matrix from data. The exercise asks you to "
         "derive it: write down where each pair's entries go, from the angle-addition identities of §1."

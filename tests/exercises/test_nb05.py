@@ -129,7 +129,7 @@ def test_concat_offset_refuses_every_solver(solve):
         return solve(x, y).T
 
     feedback = check_concat_offset(exact_fit)
-    assert not feedback.ok and "fits (or solves for)" in feedback.message
+    assert not feedback.ok and ("fits (or solves for)" in feedback.message or "refuses inverses" in feedback.message)
     assert torch.linalg.solve(torch.eye(2), torch.ones(2)).tolist() == [1.0, 1.0]  # restored afterwards
     assert np.linalg.inv(np.eye(2)).tolist() == [[1.0, 0.0], [0.0, 1.0]]
 
@@ -160,6 +160,21 @@ def test_concat_offset_refuses_every_solver(solve):
 def test_concat_offset_names_each_slip(answer, hint):
     feedback = check_concat_offset(answer)
     assert not feedback.ok and hint in feedback.message, feedback
+
+
+def test_concat_offset_inverting_the_permutation_is_told_the_transpose_is_its_inverse():
+    def with_inverse(k, d, base=10000.0):
+        p = torch.eye(d, dtype=torch.float64)[_perm(d)]
+        return p @ offset_matrix(k, d, base) @ torch.linalg.inv(p)
+
+    feedback = check_concat_offset(with_inverse)
+    assert not feedback.ok and "its inverse is its transpose" in feedback.message
+
+    def with_transpose(k, d, base=10000.0):
+        p = torch.eye(d, dtype=torch.float64)[_perm(d)]
+        return p @ offset_matrix(k, d, base) @ p.T
+
+    assert check_concat_offset(with_transpose).ok
 
 
 def test_concat_offset_garbage_and_stubs():

@@ -195,10 +195,17 @@ def rotate(x: torch.Tensor, tables: tuple[torch.Tensor, ...], layout: str, inver
         tables = (tables[0].conj().resolve_conj(),) if inverse else tables  # (once, not per chunk)
     elif inverse:  # the inverse rotation (-θ) swaps the roles of -sin and sin
         tables = (tables[0], tables[2], tables[1])
-    if not all(_covers(x.shape, t) for t in tables):  # (tables with more rows than x: the result is larger)
-        x = x.expand(torch.broadcast_shapes(x.shape[:-1], *(t.shape[:-1] for t in tables)) + x.shape[-1:])
-    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if not _covers(x.shape, tables[0]):  # (tables with more rows than x: the result is larger; all share rows)
+        x = x.expand(torch.broadcast_shapes(x.shape[:-1], tables[0].shape[:-1]) + x.shape[-1:])
     kernel = _turn_halves if len(tables) == 3 else _turn_pairs
+    if x.dtype != work and _positions_per_run(x, tables) == x.shape[-2]:  # float16/bfloat16, one run
+        xw = x.to(work)
+        if not xw.is_contiguous():
+            xw = xw.contiguous()
+        ow = xw if layout == "interleaved" else torch.empty_like(xw)  # (the complex product in place)
+        kernel(*_kernel_views(xw, layout), *_kernel_views(ow, layout), *tables)
+        return ow.to(x.dtype)
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if x.dtype == work:
         for run in chunks(x, (*_kernel_views(x, layout), *_kernel_views(out, layout), *tables)):
             kernel(*run)
@@ -255,12 +262,20 @@ def chunks(x: torch.Tensor, tensors: tuple[torch.Tensor, ...]) -> list[tuple[tor
     (per-row tables too), so the tables are read once in all. A small ``x``, one that is not
     contiguous, or a tensor that broadcasts along the positions: one run, ``tensors`` themselves.
     """
+    step = _positions_per_run(x, tensors)
+    if step == x.shape[-2]:
+        return [tensors]
+    return list(zip(*(t.split(step, -2) for t in tensors)))  # (split: all the views of a dimension in one call)
+
+
+def _positions_per_run(x: torch.Tensor, tensors: tuple[torch.Tensor, ...]) -> int:
+    """How many positions a run of :func:`chunks` takes: all of them (one run) for a small ``x``, one
+    that is not contiguous, or a tensor that broadcasts along the positions."""
     seq = x.shape[-2]
     size = CHUNK_ELEMENTS_PER_THREAD * torch.get_num_threads()
     if x.numel() <= size or seq < 2 or not x.is_contiguous() or any(t.shape[-2] != seq for t in tensors):
-        return [tensors]
-    step = max(1, size * seq // x.numel())  # positions per run
-    return list(zip(*(t.split(step, -2) for t in tensors)))  # (split: all the views of a dimension in one call)
+        return seq
+    return max(1, size * seq // x.numel())
 
 
 def _rotate_complex(x: torch.Tensor, multiplier: torch.Tensor) -> torch.Tensor:

@@ -176,11 +176,12 @@ def rotate(x: torch.Tensor, tables: tuple[torch.Tensor, ...], layout: str, inver
     All but the first are several kernels, so a large contiguous ``x`` goes through them in runs
     of positions (:func:`chunks`, about :data:`CHUNK_ELEMENTS_PER_THREAD` elements per thread):
     all the kernels over one run, then the next run. The bytes above are still moved, kernel by
-    kernel, but a run is small enough to stay in the CPU's cache between its kernels, so only the
-    first one reads ``x`` from memory and only the last one's result goes back to it; the
-    float16/bfloat16 runs are converted into two float32 scratch buffers of one run's size, reused
-    run after run. (Measured on a 2-core Xeon, one thread, ``x`` of 4×8×1024×64: float32 half
-    from 2.9x to 2.3x clone's time, bfloat16 half from 8.7x to 5.0x.)
+    kernel, but a run is small enough to stay in the CPU's cache between its kernels, so ``x`` is
+    read from memory once and the result written back once, the other passes finding the run in
+    the cache; the float16/bfloat16 runs are converted into two float32 scratch buffers of one
+    run's size, reused run after run. A small tensor is one run: a decoding step pays nothing for
+    this. (Measured on a 2-core Xeon, one thread, ``x`` of 4×8×1024×64: float32 half from 2.9x to
+    2.3x clone's time, bfloat16 half from 8.9x to 5.5x.)
 
     Under ``torch.compile`` (``"pairs"`` tables) both layouts are one out-of-place formula
     (:func:`rotate_fusable`) that Inductor fuses into a single loop with the conversions inside:

@@ -741,7 +741,7 @@ def test_chunked_inverse_rotation_inside_the_kernel(monkeypatch, layout):
         tables = cache.lookup(None, None, 30, x.device, torch.float32, kind)
         whole = _rope_fast.rotate(x, tables, layout, True)
         _small_chunks(monkeypatch, 100)
-        assert len(_rope_fast.chunks(x, torch.empty(x.shape), tables)) > 1
+        assert len(_rope_fast.chunks(x, (x, *tables))) > 1
         assert torch.equal(_rope_fast.rotate(x, tables, layout, True), whole)
         monkeypatch.undo()
         assert (whole.double() - rope_reference(x.double(), layout, positions=-torch.arange(30))).abs().max() < 2e-2
@@ -758,18 +758,18 @@ def test_chunks_cover_the_output_once_with_the_right_table_rows(monkeypatch):
         rows = shape[0] if per_row else 1
         table = torch.arange(rows * shape[-2], dtype=torch.float32)  # one value per (batch row, position)
         table = table.view(rows, *[1] * (len(shape) - 3), shape[-2], 1) if per_row else table.view(shape[-2], 1)
-        parts = _rope_fast.chunks(x, out, (table,))
+        parts = _rope_fast.chunks(x, (x, out, table))
         assert len(parts) > 1
-        for xc, oc, (tc,) in parts:
+        for xc, oc, tc in parts:
             assert xc.shape == oc.shape and xc.numel() <= max(size, math.prod(shape) // shape[-2])
             oc += xc + 1000 * (tc + 1)  # written once, with this chunk's own table rows
         want = x + 1000 * (torch.broadcast_to(table, (*shape[:-1], 1)) + 1)
         assert torch.equal(out, want), shape
     # not contiguous, or small: one chunk, x itself
     x = torch.randn(4, 64, 8).transpose(0, 1)
-    assert len(_rope_fast.chunks(x, torch.empty(x.shape), (torch.ones(64, 4),))) == 1
+    assert len(_rope_fast.chunks(x, (x, torch.ones(64, 4)))) == 1
     x = torch.randn(2, 4)
-    assert _rope_fast.chunks(x, torch.empty(x.shape), (torch.ones(2, 2),))[0][0] is x
+    assert _rope_fast.chunks(x, (x, torch.ones(2, 2)))[0][0] is x
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

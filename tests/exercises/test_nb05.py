@@ -558,3 +558,49 @@ def test_check_return_offset_feedback():
     assert "outside" in check_return_offset(0).message and "outside" in check_return_offset(710).message
     assert not check_return_offset(True).ok and not check_return_offset([44, 45]).ok
     assert check_return_offset(710, max_offset=1000).ok  # 710/113 ≈ 2π
+
+
+# ----------------------------------------------------------------------------- review 2's points
+
+
+def test_concat_offset_transpose_hint_names_the_row_vector_convention():
+    feedback = check_concat_offset(lambda k, d, base=1e4: _concat(k, d, base).T)
+    assert not feedback.ok and "row vectors" in feedback.message and "backwards" in feedback.message
+
+
+def test_numpy_lstsq_is_not_blamed_on_best_linear_map():
+    def numpy_fit(k, d, base=10000.0):
+        t = sinusoidal_table(200, d, base=base, dtype=torch.float64)
+        t = torch.cat([t[:, 0::2], t[:, 1::2]], 1).numpy()
+        return np.linalg.lstsq(t[: 200 - k], t[k:], rcond=None)[0].T
+
+    message = check_concat_offset(numpy_fit).message
+    assert "numpy.linalg.lstsq" in message and "best_linear_map" not in message
+
+
+def test_check_shift_by_names_the_width_and_never_mentions_float32_where_it_is_refused():
+    def hard_coded_8(pe_pos, pe_1, k):
+        return _by_doubling(pe_pos.view(4, 2).flatten(), pe_1, k)
+
+    message = check_shift_by(hard_coded_8).message
+    assert "at d_model = 2" in message and "RuntimeError" in message
+
+    def nearly(pe_pos, pe_1, k):
+        return _by_doubling(pe_pos, pe_1, k) + 1e-7
+
+    message = check_shift_by(nearly).message
+    assert "close but not exact" in message and "float32" not in message
+
+
+def test_check_shift_by_pass_message_follows_the_measured_ratio():
+    def fixed_doublings(pe_pos, pe_1, k):  # always 24 doublings: the count hardly depends on k
+        result, power = pe_pos, pe_1
+        for j in range(24):
+            if k >> j & 1:
+                result = _product(result, power)
+            power = _product(power, power)
+        return result
+
+    feedback = check_shift_by(fixed_doublings)
+    assert feedback.ok and "hardly depends on k" in feedback.message and "grows like log k" not in feedback.message
+    assert "grows like log k" in check_shift_by(_by_doubling).message

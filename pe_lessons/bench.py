@@ -342,7 +342,9 @@ def bench_rope(
     gives the reason. ``ratio`` is time / time of ``clone``; ``speedup_vs_hf`` is HF eager time /
     time; ``max_abs_error`` is against :func:`rope_reference` in float64. ``kernels`` and
     ``traffic`` (bytes moved / the compulsory bytes, reading ``x`` and writing the result once)
-    are counted by :func:`trace_ops` for eager variants (tables included); for compiled ones
+    are counted by :func:`trace_ops` for eager variants (tables included; ``kernels`` counts every
+    launch, so ``apply_rope``'s runs of positions — a few kernels per run, runs sized per thread —
+    each add theirs, at the timing's thread count); for compiled ones
     ``kernels`` is what Inductor generated, and ``traffic`` is given for a single fused kernel
     (it reads ``x`` and the tables once and writes the result once).
 
@@ -398,9 +400,14 @@ def _rope_block(
     variants = dict(eager)
     notes: dict[str, str] = {}
     counts: dict[str, tuple[float, float]] = {"clone": (1, 1.0)}
-    for name, (fn, args, _) in eager.items():
-        fn(*args)  # eager warm-up: apply_rope's cached tables grow here, not inside a compiled graph
-        counts[name] = _traced(fn, args, compulsory)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)  # (apply_rope's eager runs hold a number of elements per thread)
+    try:
+        for name, (fn, args, _) in eager.items():
+            fn(*args)  # eager warm-up: apply_rope's cached tables grow here, not inside a compiled graph
+            counts[name] = _traced(fn, args, compulsory)
+    finally:
+        torch.set_num_threads(previous)
     if compile and hasattr(torch, "compiler"):  # earlier blocks' graphs are done with: no recompile limit reached
         torch.compiler.reset()
     for name, (fn, args, layout) in eager.items():

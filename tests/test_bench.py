@@ -251,3 +251,24 @@ def test_main_device_cuda_without_a_gpu_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exit_info:
         bench.main(["--device", "cuda"])
     assert exit_info.value.code == 2 and "no CUDA GPU" in capsys.readouterr().err
+
+
+def test_chunked_eager_rope_moves_the_same_bytes_in_more_launches(monkeypatch):
+    """apply_rope's eager runs of positions (at the timing's thread count): each run launches the same kernels,
+    over its own part of x and its own rows of the tables, so the bytes per call are those of one pass."""
+    from pe_lessons import _rope_fast
+
+    monkeypatch.setattr(_rope_fast, "CHUNK_ELEMENTS_PER_THREAD", 2048)  # x of 8192 elements: 4 runs of 16 positions
+    rows = bench.bench_rope([(2, 4, 64, 16)], threads=1, compile=False, decode=False, **FAST)
+    got = {(r["dtype"], r["variant"]): (r["kernels"], r["traffic"]) for r in rows if not math.isnan(r["kernels"])}
+    n, tables = 2 * 4 * 64 * 16, 64 * 8 * 4 * 2
+    for dtype, size in (("float32", 4), ("bfloat16", 2), ("float16", 2)):
+        compulsory = 2 * n * size
+        half = got[(dtype, "apply_rope half")]
+        inter = got[(dtype, "apply_rope interleaved")]
+        if dtype == "float32":
+            assert inter == (1, pytest.approx((8 * n + tables) / compulsory))  # one complex multiply, not chunked
+            assert half == (4 * 3, pytest.approx((20 * n + 2 * tables) / compulsory))
+        else:
+            assert inter == (4 * 3, pytest.approx((20 * n + tables) / compulsory))
+            assert half == (4 * 5, pytest.approx((32 * n + 2 * tables) / compulsory))

@@ -57,3 +57,18 @@ def test_trace_ops_does_not_count_the_overwritten_target_of_copy_as_read():
     assert copy["op"] == "copy_" and copy["read_bytes"] == 24 * 2 and copy["write_bytes"] == 24 * 4
     (fill,) = [o for o in trace_ops(lambda: dst.fill_(1.0)) if o["kernel"]]
     assert fill["read_bytes"] == 0 and fill["write_bytes"] == 24 * 4
+
+
+def test_generated_code_shows_one_fused_kernel_for_the_eager_formula_without_compiling_it():
+    from pe_lessons.optrace import generated_code
+
+    x = torch.randn(1, 2, 8, 8, dtype=torch.bfloat16)
+    cos, sin = hf_cos_sin(8, 8)
+    code = generated_code(hf_rope, x, cos, sin)  # bfloat16 x, float32 tables: conversions in the kernel
+    assert code.count("async_compile.cpp_pybinding(") == 1  # one kernel for the five eager ones
+    stores = [line for line in code.splitlines() if "out_ptr0[" in line and "=" in line.split("out_ptr0[", 1)[1]]
+    assert len(stores) == 1 and "const at::BFloat16* in_ptr0" in code and "c10::convert<float>" in code
+    again = generated_code(hf_rope, x, cos, sin)  # generated afresh, not from a cache (which has no source)
+    assert again.split("extern", 1)[1].split("'''")[0] == code.split("extern", 1)[1].split("'''")[0]
+    with pytest.raises(TypeError, match="callable"):
+        generated_code(3, x)

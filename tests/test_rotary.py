@@ -240,8 +240,14 @@ def _rotations(x, layout, positions):
     from pe_lessons import _rope_fast
 
     eager = apply_rope(x, positions, layout=layout)
+    size = _rope_fast.CHUNK_ELEMENTS_PER_THREAD
+    try:  # the eager kernels in runs of a few positions (large tensors go through them so)
+        _rope_fast.CHUNK_ELEMENTS_PER_THREAD = max(1, x.numel() // 7 // torch.get_num_threads())
+        in_runs = apply_rope(x, positions, layout=layout)
+    finally:
+        _rope_fast.CHUNK_ELEMENTS_PER_THREAD = size
     cos, sin = _rope_fast.cos_sin(positions, rope_frequencies(x.shape[-1]), 1.0, x.device, torch.float32)
-    return {"eager": eager, "fused": _rope_fast.rotate_fusable(x, cos, sin, layout)}
+    return {"eager": eager, "eager in runs": in_runs, "fused": _rope_fast.rotate_fusable(x, cos, sin, layout)}
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -672,3 +678,133 @@ def test_no_synchronisation_with_device_positions():  # pragma: no cover - needs
         torch.cuda.set_sync_debug_mode("default")
     torch.testing.assert_close(out_module.cpu(), want, rtol=0, atol=1e-5)
     torch.testing.assert_close(out_fn.cpu(), want, rtol=0, atol=1e-5)
+
+
+# --------------------------------------------------------------------------- eager chunks
+
+
+def _chunk_cases():
+    """x shapes that chunk into runs of positions at 48 elements per thread: a smaller last run, one
+    position per run (the leading dims alone hold more than 48), a 2-D x, a run of a single row."""
+    return [(3, 5, 7, 6), (2, 1, 40, 8), (37, 4), (2, 3, 2, 10)]
+
+
+def _truth(x, layout, pos):
+    """The float64 rotation of x at pos (None, [seq] or [batch, seq] positions)."""
+    if pos is not None and pos.dim() == 2:
+        return torch.stack([rope_reference(x[b].double(), layout, positions=pos[b]) for b in range(x.shape[0])])
+    return rope_reference(x.double(), layout, positions=torch.arange(x.shape[-2]) if pos is None else pos)
+
+
+def _same_rotation(got, want, x):
+    """Equal up to float32 rounding of the products, then rounding to x's dtype: one unit in the last place of
+    the largest |x| (a rotation keeps |pair| <= sqrt(2)·max|x|)."""
+    eps = (
+        torch.finfo(got.dtype).eps
+        if got.dtype in (torch.bfloat16, torch.float16)
+        else 4 * torch.finfo(torch.float32).eps
+    )
+    if got.dtype == torch.float64:
+        eps = 4 * torch.finfo(torch.float64).eps
+    limit = eps * 2 * x.double().abs().max().item()
+    assert (got.double() - want.double()).abs().max().item() <= limit
+
+
+def _small_chunks(monkeypatch, elements):
+    """Make every eager chunk about ``elements`` elements, whatever the thread count."""
+    from pe_lessons import _rope_fast
+
+    monkeypatch.setattr(_rope_fast, "CHUNK_ELEMENTS_PER_THREAD", max(1, elements // torch.get_num_threads()))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_eager_runs_of_positions_give_the_one_pass_results(monkeypatch, layout, dtype):
+    """Large tensors are rotated run by run (so the later passes find a run in the cache): the same operations
+    on every element, for every form of positions, the inverse rotation (the gradient's) included. Bits may
+    differ in float32's last place (a vectorised kernel's body and its tail round a complex product
+    differently), so the results agree to float32's rounding, then the dtype's."""
+    from pe_lessons import _rope_fast
+
+    gen = torch.Generator().manual_seed(21)
+    for shape in _chunk_cases():
+        x = torch.randn(shape, generator=gen).to(dtype)
+        seq = shape[-2]
+        forms = [None, torch.arange(1000, 1000 + seq), torch.randint(0, 5000, (seq,), generator=gen)]
+        if len(shape) >= 3:
+            forms.append(torch.randint(0, 5000, (shape[0], seq), generator=gen))  # per-row positions
+        for pos in forms:
+            monkeypatch.setattr(_rope_fast, "CHUNK_ELEMENTS_PER_THREAD", 1 << 30)
+            whole = apply_rope(x, pos, layout=layout)
+            whole_back = apply_rope(whole, None if pos is None else -pos, layout=layout)
+            _small_chunks(monkeypatch, 48)
+            chunked = apply_rope(x, pos, layout=layout)
+            assert chunked.dtype == dtype
+            _same_rotation(chunked, whole, x)
+            _same_rotation(apply_rope(whole, None if pos is None else -pos, layout=layout), whole_back, x)
+            error = (chunked.double() - _truth(x, layout, pos)).abs().max().item()
+            assert error <= (1e-10 if dtype == torch.float64 else 1e-5 if dtype == torch.float32 else 4e-2), error
+            if pos is not None:  # R_-m undoes R_m, chunked
+                back = apply_rope(chunked, -pos, layout=layout).double()
+                assert (back - x.double()).abs().max() <= (
+                    1e-10 if dtype == torch.float64 else 1e-5 if dtype == torch.float32 else 8e-2
+                )
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_chunked_inverse_rotation_inside_the_kernel(monkeypatch, layout):
+    """rotate(..., inverse=True), as the backward pass calls it, chunked and not."""
+    from pe_lessons import _rope_fast
+
+    cache = _rope_fast.CosSinCache(rope_frequencies(8))
+    kind = _rope_fast.table_kind(layout, torch.float32)
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.randn(3, 4, 30, 8).to(dtype)
+        tables = cache.lookup(None, None, 30, x.device, torch.float32, kind)
+        whole = _rope_fast.rotate(x, tables, layout, True)
+        _small_chunks(monkeypatch, 100)
+        assert len(_rope_fast.chunks(x, (x, *tables))) > 1
+        _same_rotation(_rope_fast.rotate(x, tables, layout, True), whole, x)
+        monkeypatch.undo()
+        assert (whole.double() - rope_reference(x.double(), layout, positions=-torch.arange(30))).abs().max() < 2e-2
+
+
+def test_chunks_cover_the_output_once_with_the_right_table_rows(monkeypatch):
+    from pe_lessons import _rope_fast
+
+    _small_chunks(monkeypatch, 40)
+    size = _rope_fast.CHUNK_ELEMENTS_PER_THREAD * torch.get_num_threads()
+    for shape, per_row in (((3, 5, 7, 6), False), ((2, 1, 40, 8), False), ((3, 2, 9, 4), True), ((37, 4), False)):
+        x = torch.arange(math.prod(shape), dtype=torch.float32).view(shape)
+        out = torch.zeros(shape)
+        rows = shape[0] if per_row else 1
+        table = torch.arange(rows * shape[-2], dtype=torch.float32)  # one value per (batch row, position)
+        table = table.view(rows, *[1] * (len(shape) - 3), shape[-2], 1) if per_row else table.view(shape[-2], 1)
+        parts = _rope_fast.chunks(x, (x, out, table))
+        assert len(parts) > 1
+        for xc, oc, tc in parts:
+            assert xc.shape == oc.shape and xc.numel() <= max(size, math.prod(shape) // shape[-2])
+            oc += xc + 1000 * (tc + 1)  # written once, with this chunk's own table rows
+        want = x + 1000 * (torch.broadcast_to(table, (*shape[:-1], 1)) + 1)
+        assert torch.equal(out, want), shape
+    # not contiguous, or small: one chunk, x itself
+    x = torch.randn(4, 64, 8).transpose(0, 1)
+    assert len(_rope_fast.chunks(x, (x, torch.ones(64, 4)))) == 1
+    x = torch.randn(2, 4)
+    assert _rope_fast.chunks(x, (x, torch.ones(2, 2)))[0][0] is x
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_chunked_rotation_keeps_its_gradient_and_takes_non_contiguous_input(monkeypatch, layout):
+    _small_chunks(monkeypatch, 64)
+    x = torch.randn(2, 3, 20, 8, dtype=torch.float64, requires_grad=True)
+    pos = torch.arange(5, 25)
+    assert torch.autograd.gradcheck(lambda t: apply_rope(t, pos, layout=layout), (x,))
+    g = torch.randn(2, 3, 20, 8, dtype=torch.float64)
+    (grad,) = torch.autograd.grad(apply_rope(x, pos, layout=layout), x, g)
+    torch.testing.assert_close(grad, apply_rope(g, -pos, layout=layout))
+    for dtype in (torch.float32, torch.bfloat16):
+        view = torch.randn(20, 2, 3, 8).to(dtype).permute(1, 2, 0, 3)  # not contiguous: one chunk
+        torch.testing.assert_close(
+            apply_rope(view, pos, layout=layout), apply_rope(view.contiguous(), pos, layout=layout)
+        )

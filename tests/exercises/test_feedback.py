@@ -47,6 +47,7 @@ SETTINGS: dict[str, dict] = {
     "check_first_honest_column": {"kwargs": {"n_positions": 45000, "pixels": 300, "d_model": 64}},
     "check_pair_block": {},
     "check_shift": {},
+    "check_shift_by": {},
     "check_return_offset": {},
     "check_learned_module": {},
     "check_predicted_error": {
@@ -57,8 +58,8 @@ SETTINGS: dict[str, dict] = {
     "check_rotate_half": {},
     "check_to_half_layout": {},
     "check_score_prediction": {"kwargs": {"q": _q, "k": _k, "m": 50, "n": 40}},
-    "check_bytes_moved": {},
-    "check_predicted_time": {},
+    "check_one_pass_rope": {},
+    "check_one_graph_rope": {},
     "check_concat_offset": {},
     "check_length_for_share": {},
     "check_weight_conversion": {},
@@ -362,6 +363,14 @@ def _shift(pe_pos, pe_k):
     return torch.stack((s * ck + c * sk, c * ck - s * sk), -1).flatten()
 
 
+def _shift_by(pe_pos, pe_1, k):  # repeated doubling: about 2·log2(k) row products
+    while k:
+        if k & 1:
+            pe_pos = _shift(pe_pos, pe_1)
+        pe_1, k = _shift(pe_1, pe_1), k >> 1
+    return pe_pos
+
+
 def _rotate_half(x):
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((-x2, x1), dim=-1)
@@ -397,14 +406,17 @@ CORRECT = {
     "check_first_honest_column": torch.tensor(28),
     "check_pair_block": np.array(_block()),
     "check_shift": _shift,
+    "check_shift_by": lambda pe_pos, pe_1, k: _shift_by(pe_pos, pe_1, k),
     "check_return_offset": torch.tensor(44),
     "check_learned_module": LearnedPositionalEmbedding,
     "check_predicted_error": ValueError,
     "check_rotate_half": _rotate_half,
     "check_to_half_layout": _to_half,
     "check_score_prediction": None,  # filled below (needs apply_rope)
-    "check_bytes_moved": 4 * (2 * 8 * 512 * 768 + 768),
-    "check_predicted_time": 2 * 32 * 4096 * 128 * 2 / 2e12 * 1e6,
+    "check_one_pass_rope": lambda x, cos, sin: torch.view_as_real(
+        torch.view_as_complex(x.unflatten(-1, (-1, 2))) * torch.polar(torch.ones_like(cos), torch.atan2(sin, cos))
+    ).flatten(-2),
+    "check_one_graph_rope": lambda x, positions: __import__("pe_lessons").apply_rope(x, positions, layout="half"),
     "check_concat_offset": lambda k, d, base=10000.0: _concat_offset(k, d, base),
     "check_length_for_share": np.int64(17),
     "check_copied_row_accuracy": lambda row, max_len: np.float32((row + 0.5) / max_len),
@@ -480,8 +492,7 @@ def test_correct_answers_in_any_numeric_form_pass(name, monkeypatch):
         (exercises.check_wavelength, dict(column=10, d_model=64)),
         (exercises.check_return_offset, {}),
         (exercises.check_predicted_wavelength, dict(column=64, d_model=128)),
-        (exercises.check_bytes_moved, {}),
-        (exercises.check_predicted_time, {}),
+        (exercises.check_conversion_traffic, {}),
         (exercises.check_score_prediction, dict(q=_q, k=_k, m=5, n=4)),
         (exercises.check_first_slow_column, dict(length=1000, d_model=64)),
         (exercises.check_first_honest_column, dict(n_positions=45000, pixels=300, d_model=64)),
@@ -555,8 +566,8 @@ def test_a_stub_is_not_answered_yet_but_a_library_not_implemented_error_is_an_er
 def test_setup_errors_are_still_errors():
     with pytest.raises(ValueError, match="bug must be one of"):
         exercises.check_bug_test(_paper_test, "no_such_bug")
-    with pytest.raises(ValueError, match="kernel"):
-        exercises.check_predicted_time(1.0, kernel="slow")
+    with pytest.raises(ValueError, match="low_bytes"):
+        exercises.check_conversion_traffic(9.0, low_bytes=4, work_bytes=2)
 
 
 def test_the_safety_net_turns_an_unforeseen_error_into_feedback(monkeypatch):

@@ -1,66 +1,86 @@
-"""Checkers of notebook 08 (bytes moved, predicted time):
-right answers pass, the usual slips are named, any input gets feedback."""
+"""Checkers of notebook 08 (one-pass RoPE, conversion traffic, one graph for the compiler):
+right answers pass in any ordinary form, the usual slips are named, the hints never give the answer."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
+import torch
+
+from pe_lessons.baselines import rotate_half
+from pe_lessons.exercises import nb08
 
 
-def test_nb08_checkers_accept_the_answer_and_name_the_likely_mistake():
-    from pe_lessons.exercises import nb08
-
-    n = 8 * 512 * 768
-    assert not nb08.check_bytes_moved(None).ok and "Not answered" in nb08.check_bytes_moved(None).message
-    assert nb08.check_bytes_moved(4 * (2 * n + 768)).ok
-    assert "elements" in nb08.check_bytes_moved(2 * n + 768).message
-    assert "one direction" in nb08.check_bytes_moved(4 * n).message
-    assert "broadcast" in nb08.check_bytes_moved(12 * n).message
-    assert "bits" in nb08.check_bytes_moved(32 * (2 * n + 768)).message
-    assert "number" in nb08.check_bytes_moved("a lot").message
-    q = 32 * 4096 * 128
-    fused, eager = 2 * q * 2 / 2e12 * 1e6, 10 * q * 2 / 2e12 * 1e6
-    assert nb08.check_predicted_time(fused).ok and nb08.check_predicted_time(eager, kernel="eager").ok
-    assert "eager" in nb08.check_predicted_time(eager).message
-    assert "fused" in nb08.check_predicted_time(fused, kernel="eager").message
-    assert (
-        "2 bytes" in nb08.check_predicted_time(2 * fused).message
-        or "bfloat16" in nb08.check_predicted_time(2 * fused).message
-    )
-    assert "unit" in nb08.check_predicted_time(fused / 1e6).message
-    assert not nb08.check_predicted_time(None).ok
-    with pytest.raises(ValueError):
-        nb08.check_predicted_time(1.0, kernel="slow")
+def rope_stack(x, cos, sin):  # the notebook's slow version: right values, 4.4x the compulsory bytes
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
 
 
-def test_nb08_checkers_accept_numpy_numbers():
-    np = pytest.importorskip("numpy")
-    from pe_lessons.exercises import nb08
-
-    n = np.prod(nb08.BIAS_SHAPE)  # a NumPy integer, as a student computing with np.prod gets
-    assert nb08.check_bytes_moved(4 * (2 * n + 768)).ok
-    assert nb08.check_predicted_time(np.float64(2 * np.prod(nb08.ROPE_SHAPE) * 2 / 2e12 * 1e6)).ok
-    assert not nb08.check_bytes_moved(np.bool_(True)).ok
+def one_pass_complex(x, cos, sin):
+    pairs = torch.view_as_complex(x.unflatten(-1, (-1, 2)))
+    return torch.view_as_real(pairs * torch.complex(cos, sin)).flatten(-2)
 
 
-def test_check_bytes_moved_counts_the_bias_and_accepts_rounded_counts():
-    from pe_lessons.exercises import nb08
+def one_pass_matmul(x, cos, sin):  # each pair times its 2x2 rotation: one batched matrix product
+    rotation = torch.stack((cos, sin, -sin, cos), dim=-1).unflatten(-1, (2, 2))
+    return (x.unflatten(-1, (-1, 1, 2)) @ rotation).flatten(-3)
 
-    n = 8 * 512 * 768
-    want = 4 * (2 * n + 768)
-    forgot_bias = nb08.check_bytes_moved(8 * n)
-    assert not forgot_bias.ok and "bias" in forgot_bias.message
-    for rounded in (25.2e6, 25.17e6, 25.169e6, 25_168_900, float(want)):
-        assert nb08.check_bytes_moved(rounded).ok, rounded
-    assert "25.2 MB" in nb08.check_bytes_moved(want).message
-    for off in (25.1e6, 25.3e6, 25e6, want + 100):  # not the count, and not it rounded
-        assert not nb08.check_bytes_moved(off).ok, off
+
+def test_one_pass_rope_accepts_one_pass_and_names_the_slips():
+    check = nb08.check_one_pass_rope
+    assert check(one_pass_complex).ok and check(one_pass_matmul).ok
+    slow = check(rope_stack)
+    assert not slow.ok and "right values" in slow.message and "4.42×" in slow.message and "budget" in slow.message
+    assert "view_as_complex" not in slow.message and "complex" not in slow.message  # a hint, not the answer
+    wrong_way = check(lambda x, c, s: one_pass_complex(x, c, -s))
+    assert not wrong_way.ok and "wrong way" in wrong_way.message
+
+    def half_pairs(x, cos, sin):  # pairs (i, i + head_dim/2): the other layout
+        x1, x2 = x.chunk(2, dim=-1)
+        return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+
+    half = check(half_pairs)
+    assert not half.ok and "half layout" in half.message
+
+    def in_place(x, cos, sin):
+        pairs = torch.view_as_complex(x.unflatten(-1, (-1, 2)))
+        pairs *= torch.complex(cos, sin)
+        return x
+
+    assert "in place" in check(in_place).message
+    assert "float32" in check(lambda x, c, s: one_pass_complex(x, c, s).double()).message
+    assert "unrotated" in check(lambda x, c, s: x.clone()).message
+    assert "must be a function" in check(3).message and "Not answered" in check(None).message
+
+
+def test_one_pass_rope_probes_several_head_sizes_and_uses_the_given_tables():
+    def hard_coded(x, cos, sin):  # right for head_dim 8 only
+        if x.shape[-1] != 8:
+            return x.clone()
+        return one_pass_complex(x, cos, sin)
+
+    assert not nb08.check_one_pass_rope(hard_coded).ok
+
+    def own_table(x, cos, sin):  # ignores the given cos/sin: the checker's tables are random angles
+        from pe_lessons.rotary import apply_rope
+
+        return apply_rope(x)
+
+    assert not nb08.check_one_pass_rope(own_table).ok
+
+
+def test_one_pass_rope_needs_eager_torch_operations():
+    def numpy_rope(x, cos, sin):
+        return torch.from_numpy(rope_stack(x, cos, sin).numpy().copy())
+
+    feedback = nb08.check_one_pass_rope(numpy_rope)
+    assert not feedback.ok  # from_numpy is not a kernel the tracer counts as work
 
 
 def test_check_conversion_traffic():
-    from pe_lessons.exercises import nb08
-
     check = nb08.check_conversion_traffic
-    assert check(9).ok and check(9.0).ok and check(torch_scalar(9.0)).ok
+    assert check(9).ok and check(9.0).ok and check(torch.tensor(9.0)).ok
     assert check(5, low_bytes=2, work_bytes=4).ok  # bf16 through float32: 20 bytes for 4
     assert "float32 working copy" in check(5).message  # section 4's case, not this one
     assert "kernels" in check(3).message
@@ -74,7 +94,63 @@ def test_check_conversion_traffic():
         check(9, low_bytes=4, work_bytes=2)
 
 
-def torch_scalar(value):
-    import torch
+def test_check_conversion_traffic_accepts_numpy_numbers():
+    np = pytest.importorskip("numpy")
+    assert nb08.check_conversion_traffic(np.float32(9.0)).ok and nb08.check_conversion_traffic(np.int64(9)).ok
+    assert not nb08.check_conversion_traffic(np.bool_(True)).ok
 
-    return torch.tensor(value)
+
+def rope_at(x, positions, base=10000.0):  # the notebook's function: right values, a graph break
+    head_dim = x.shape[-1]
+    n = int(positions.max()) + 1
+    inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    angles = torch.arange(n, dtype=torch.float64)[:, None] * inv_freq
+    angles = torch.cat((angles, angles), dim=-1)[positions]
+    return x * angles.cos().float() + rotate_half(x) * angles.sin().float()
+
+
+def rope_at_fixed_table(x, positions, base=10000.0):
+    head_dim = x.shape[-1]
+    inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    angles = torch.arange(nb08.MAX_POSITION, dtype=torch.float64)[:, None] * inv_freq
+    angles = torch.cat((angles, angles), dim=-1)[positions]
+    return x * angles.cos().float() + rotate_half(x) * angles.sin().float()
+
+
+def rope_at_direct(x, positions, base=10000.0):  # float32 angles, as Hugging Face computes them
+    head_dim = x.shape[-1]
+    inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+    angles = positions[:, None].float() * inv_freq
+    angles = torch.cat((angles, angles), dim=-1)
+    return x * angles.cos() + rotate_half(x) * angles.sin()
+
+
+def test_one_graph_rope_accepts_both_fixes_and_names_the_break(caplog):
+    check = nb08.check_one_graph_rope
+    assert check(rope_at_fixed_table).ok and check(rope_at_direct).ok
+    with caplog.at_level(logging.WARNING):
+        broken = check(rope_at)
+    assert not broken.ok and "2 graph(s)" in broken.message and "item()" in broken.message
+    assert not [r for r in caplog.records if r.name.startswith("torch._dynamo")]  # the compiler kept quiet
+
+    def branch_on_values(x, positions):
+        if (positions < 0).any():
+            raise ValueError("negative position")
+        return rope_at_direct(x, positions)
+
+    assert "break" in check(branch_on_values).message
+
+    def via_list(x, positions):  # one graph, but specialised on the values: compiled again for new positions
+        return rope_at_direct(x, torch.tensor(positions.tolist()))
+
+    feedback = check(via_list)
+    assert not feedback.ok and "compiled it again" in feedback.message
+
+
+def test_one_graph_rope_checks_the_values_first():
+    check = nb08.check_one_graph_rope
+    rows = check(lambda x, p: rope_at_direct(x, torch.arange(len(p))))
+    assert not rows.ok and "positions you are given" in rows.message
+    assert "wrong values" in check(lambda x, p: rope_at_direct(x, p) * 2).message
+    assert "float32" in check(lambda x, p: rope_at_direct(x, p).double()).message
+    assert "my_rope_at must be a function" in check("rope").message and "Not answered" in check(...).message

@@ -808,3 +808,27 @@ def test_chunked_rotation_keeps_its_gradient_and_takes_non_contiguous_input(monk
         torch.testing.assert_close(
             apply_rope(view, pos, layout=layout), apply_rope(view.contiguous(), pos, layout=layout)
         )
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_compiled_rotation_is_one_graph_without_runs(monkeypatch, layout):
+    """Under torch.compile the rotation is the fused formula: a tensor the eager kernels would take in runs
+    of positions traces into one graph with no split and no scratch copies, and computes the same values."""
+    import torch._dynamo
+
+    _small_chunks(monkeypatch, 64)
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.randn(2, 3, 24, 8).to(dtype)
+
+        def f(t):
+            return apply_rope(t, layout=layout)
+
+        eager = f(x)  # in runs (the cached tables are built here)
+        torch._dynamo.reset()
+        explained = torch._dynamo.explain(f)(x)
+        assert explained.graph_count == 1 and explained.graph_break_count == 0, explained.break_reasons
+        targets = {str(node.target) for graph in explained.graphs for node in graph.graph.nodes}
+        assert not any("split" in t or "copy_" in t for t in targets), targets
+        compiled = torch.compile(f, backend="aot_eager", dynamic=False)
+        assert (compiled(x).float() - eager.float()).abs().max() <= 2**-7 * eager.float().abs().max()
+    torch._dynamo.reset()

@@ -261,7 +261,8 @@ def chunks(x: torch.Tensor, tensors: tuple[torch.Tensor, ...]) -> list[tuple[tor
     dimension -2. A run takes every leading index (batch, heads) of some consecutive positions,
     about :data:`CHUNK_ELEMENTS_PER_THREAD` elements per thread, and only its own rows of the tables
     (per-row tables too), so the tables are read once in all. A small ``x``, one that is not
-    contiguous, or a tensor that broadcasts along the positions: one run, ``tensors`` themselves.
+    contiguous or not on the CPU, or a tensor that broadcasts along the positions: one run,
+    ``tensors`` themselves.
     """
     step = _positions_per_run(x, tensors)
     if step == x.shape[-2]:
@@ -271,10 +272,13 @@ def chunks(x: torch.Tensor, tensors: tuple[torch.Tensor, ...]) -> list[tuple[tor
 
 def _positions_per_run(x: torch.Tensor, tensors: tuple[torch.Tensor, ...]) -> int:
     """How many positions a run of :func:`chunks` takes: all of them (one run) for a small ``x``, one
-    that is not contiguous, or a tensor that broadcasts along the positions."""
+    that is not contiguous, a tensor that broadcasts along the positions, or ``x`` off the CPU (runs
+    are sized for a CPU core's cache; a GPU is best given each kernel over the whole tensor at once)."""
     seq = x.shape[-2]
     size = CHUNK_ELEMENTS_PER_THREAD * torch.get_num_threads()
-    if x.numel() <= size or seq < 2 or not x.is_contiguous() or any(t.shape[-2] != seq for t in tensors):
+    if x.numel() <= size or seq < 2 or x.device.type != "cpu" or not x.is_contiguous():
+        return seq
+    if any(t.shape[-2] != seq for t in tensors):
         return seq
     return max(1, size * seq // x.numel())
 

@@ -792,6 +792,8 @@ def test_chunks_cover_the_output_once_with_the_right_table_rows(monkeypatch):
     assert len(_rope_fast.chunks(x, (x, torch.ones(64, 4)))) == 1
     x = torch.randn(2, 4)
     assert _rope_fast.chunks(x, (x, torch.ones(2, 2)))[0][0] is x
+    x = torch.randn(3, 5, 7, 6, device="meta")  # off the CPU: one run (a GPU takes each kernel whole)
+    assert len(_rope_fast.chunks(x, (x, torch.ones(7, 3, device="meta")))) == 1
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

@@ -792,6 +792,8 @@ def test_chunks_cover_the_output_once_with_the_right_table_rows(monkeypatch):
     assert len(_rope_fast.chunks(x, (x, torch.ones(64, 4)))) == 1
     x = torch.randn(2, 4)
     assert _rope_fast.chunks(x, (x, torch.ones(2, 2)))[0][0] is x
+    x = torch.randn(3, 5, 7, 6, device="meta")  # off the CPU: one run (a GPU takes each kernel whole)
+    assert len(_rope_fast.chunks(x, (x, torch.ones(7, 3, device="meta")))) == 1
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -808,3 +810,27 @@ def test_chunked_rotation_keeps_its_gradient_and_takes_non_contiguous_input(monk
         torch.testing.assert_close(
             apply_rope(view, pos, layout=layout), apply_rope(view.contiguous(), pos, layout=layout)
         )
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_compiled_rotation_is_one_graph_without_runs(monkeypatch, layout):
+    """Under torch.compile the rotation is the fused formula: a tensor the eager kernels would take in runs
+    of positions traces into one graph with no split and no scratch copies, and computes the same values."""
+    import torch._dynamo
+
+    _small_chunks(monkeypatch, 64)
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.randn(2, 3, 24, 8).to(dtype)
+
+        def f(t):
+            return apply_rope(t, layout=layout)
+
+        eager = f(x)  # in runs (the cached tables are built here)
+        torch._dynamo.reset()
+        explained = torch._dynamo.explain(f)(x)
+        assert explained.graph_count == 1 and explained.graph_break_count == 0, explained.break_reasons
+        targets = {str(node.target) for graph in explained.graphs for node in graph.graph.nodes}
+        assert not any("split" in t or "copy_" in t for t in targets), targets
+        compiled = torch.compile(f, backend="aot_eager", dynamic=False)
+        assert (compiled(x).float() - eager.float()).abs().max() <= 2**-7 * eager.float().abs().max()
+    torch._dynamo.reset()

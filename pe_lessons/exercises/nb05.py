@@ -274,10 +274,20 @@ _MODULE_NAMES = {
 
 
 @contextmanager
-def _guarded(kinds: tuple[str, ...], budget: int | None = None, max_numel: int | None = None) -> Iterator[_Guard]:
+def _guarded(
+    kinds: tuple[str, ...],
+    budget: int | None = None,
+    max_numel: int | None = None,
+    fn: Callable[..., object] | None = None,
+) -> Iterator[_Guard]:
     """Run the block under a :class:`_Guard` that refuses the torch operations of ``kinds`` ("trig", "angle",
     "solver", "leave", "matrix_power", "complex_pow"), with the same functions of math/cmath/numpy (and
-    scipy.linalg, if loaded) replaced by ones that raise; everything is restored afterwards."""
+    scipy.linalg, if loaded) replaced by ones that raise; everything is restored afterwards.
+
+    A function is replaced wherever the student's code could reach it by a name bound earlier, not only as
+    ``numpy.linalg.lstsq``: every attribute of the loaded math/cmath/numpy/scipy modules that *is* the refused
+    function (``numpy.linalg._linalg.lstsq`` …), and, for the student's function ``fn``, its globals (``from
+    numpy.linalg import lstsq`` in the notebook, helpers defined beside it), its closure cells and its defaults."""
     import sys
 
     names = {"trig": _TRIG, "angle": _ANGLE, "solver": _SOLVERS}
@@ -295,6 +305,7 @@ def _guarded(kinds: tuple[str, ...], budget: int | None = None, max_numel: int |
 
         return call
 
+    refused_functions: dict[int, Callable[..., object]] = {}  # id(original) -> its refusing stand-in
     saved: list[tuple[object, str, object]] = []
     for kind in kinds:
         for module_name, attrs in _MODULE_NAMES.get(kind, {}).items():
@@ -302,16 +313,52 @@ def _guarded(kinds: tuple[str, ...], budget: int | None = None, max_numel: int |
             if module is None and module_name in ("math", "cmath", "numpy", "numpy.linalg"):
                 module = importlib.import_module(module_name)
             for attr in attrs:
-                if module is not None and hasattr(module, attr):
-                    saved.append((module, attr, getattr(module, attr)))
+                original = getattr(module, attr, None) if module is not None else None
+                if original is not None and id(original) not in refused_functions:
+                    label = f"{getattr(module, '__name__', '?')}.{attr}"
+                    refused_functions[id(original)] = refusing(label, _kind_of(attr, kinds))
+    if refused_functions:  # every module attribute that is a refused function (aliases such as numpy.linalg._linalg)
+        for module_name, module in list(sys.modules.items()):
+            if module is None or module_name.split(".")[0] not in ("math", "cmath", "numpy", "scipy"):
+                continue
+            for attr, value in list(getattr(module, "__dict__", {}).items()):
+                if id(value) in refused_functions:
+                    saved.append((module, attr, value))
+    namespaces: list[tuple[dict[str, Any], str, object]] = []  # the student's globals: names bound before the call
+    cells: list[tuple[Any, object]] = []
+    defaults: tuple[object, ...] | None = None
+    if fn is not None and refused_functions:
+        for name, value in list(getattr(fn, "__globals__", {}).items()):
+            if id(value) in refused_functions:
+                namespaces.append((fn.__globals__, name, value))  # type: ignore[attr-defined]
+        for cell in getattr(fn, "__closure__", None) or ():
+            try:
+                if id(cell.cell_contents) in refused_functions:
+                    cells.append((cell, cell.cell_contents))
+            except ValueError:  # an empty cell
+                continue
+        defaults = getattr(fn, "__defaults__", None)
     try:
-        for module, attr, _ in saved:
-            setattr(module, attr, refusing(f"{getattr(module, '__name__', '?')}.{attr}", _kind_of(attr, kinds)))
+        for module, attr, original in saved:
+            setattr(module, attr, refused_functions[id(original)])
+        for namespace, name, original in namespaces:
+            namespace[name] = refused_functions[id(original)]
+        for cell, original in cells:
+            cell.cell_contents = refused_functions[id(original)]
+        if defaults:
+            fn.__defaults__ = tuple(refused_functions.get(id(v), v) for v in defaults)  # type: ignore[union-attr]
         with guard:
             yield guard
     finally:
         for module, attr, original in saved:
             setattr(module, attr, original)
+        for namespace, name, original in namespaces:
+            if namespace.get(name) is refused_functions[id(original)]:  # unless the student's code rebound it
+                namespace[name] = original
+        for cell, original in cells:
+            cell.cell_contents = original
+        if defaults:
+            fn.__defaults__ = defaults  # type: ignore[union-attr]
 
 
 def _kind_of(attr: str, kinds: tuple[str, ...]) -> str:
@@ -559,7 +606,7 @@ def _run_guarded(
     limit; ``calls`` is the number of torch operations it ran."""
     guard: _Guard | None = None
     try:
-        with _guarded(kinds, budget, max_numel) as guard, time_limit(_feedback.TIME_LIMIT):
+        with _guarded(kinds, budget, max_numel, fn) as guard, time_limit(_feedback.TIME_LIMIT):
             result = fn(*args)
     except _Refused as refusal:
         return None, failed(_refusal_message(refusal)), 0
@@ -884,7 +931,7 @@ def _distance(k: int) -> float:
     return 2 * abs(math.sin(k / 2))
 
 
-def _ripple_peaks(d_model: int = 16, up_to: int = 50) -> list[int]:
+def _ripple_peaks(d_model: int, up_to: int = 50) -> list[int]:
     """The offsets k ≤ up_to where s(k) = Σ cos(k·ω_i) has a local maximum."""
     s = offset_similarity(up_to + 2, d_model)
     return [k for k in range(1, up_to + 1) if s[k] > s[k - 1] and s[k] > s[k + 1]]
@@ -924,11 +971,15 @@ def check_return_offset(answer: object, max_offset: int = 100) -> Feedback:
     best = min(range(1, max_offset + 1), key=_distance)
     if k == best:
         turns = round(best / (2 * math.pi))
-        peaks = ", ".join(map(str, _ripple_peaks()))
+        returns = ", ".join(str(round(2 * math.pi * n)) for n in range(1, 9))
+        peaks = {d: ", ".join(map(str, _ripple_peaks(d))) for d in (16, 64, 512)}
         return passed(
             f"k = {best}: pair 0 turns by {best} rad = {best / (2 * math.pi):.4f} full turns and lands "
-            f"{_distance(best):.4f} from its start (2π ≈ {best}/{turns}). The same returns make the ripples of "
-            f"§4: s(k) at d_model = 16 has its local maxima at k = {peaks} — pair 0 coming back, turn after turn."
+            f"{_distance(best):.4f} from its start (2π ≈ {best}/{turns}). Pair 0 comes back near k = {returns}. "
+            f"In §4, s(k) at d_model = 16 has its local maxima (k ≤ 50) at k = {peaks[16]}: at that width the "
+            f"ripples follow pair 0's returns. At d_model = 64 they are at k = {peaks[64]}, and at 512 only at "
+            f"k = {peaks[512]}: in wider models the peaks leave pair 0's returns (§4: there the rises come from 8 and 64 "
+            "fast pairs, not from pair 0 alone)."
         )
     miss = math.remainder(k, 2 * math.pi)
     if k in (6, 7):

@@ -145,9 +145,10 @@ def _as_pairs(tables: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Ten
     return tables[0].real, tables[0].imag
 
 
-#: Eager kernels over a large tensor run chunk by chunk, so that the passes after the first over a
-#: chunk find it in the CPU's cache instead of memory: about this many elements of ``x`` per thread
-#: per chunk (512 KiB in float32; each core's L2 cache holds a few MiB).
+#: Eager kernels over a large tensor on the CPU go through it in runs of positions (:func:`chunks`),
+#: so that the passes after the first over a run find it in the CPU's cache instead of memory: about
+#: this many elements of ``x`` per thread per run (512 KiB in float32). Tuned at two threads on a
+#: 2-core Xeon with 2 MiB of L2 cache per core, where 64K and 256K per thread ran slower.
 CHUNK_ELEMENTS_PER_THREAD = 1 << 17
 
 
@@ -176,11 +177,12 @@ def rotate(x: torch.Tensor, tables: tuple[torch.Tensor, ...], layout: str, inver
     All but the first are several kernels, so a large contiguous ``x`` goes through them in runs
     of positions (:func:`chunks`, about :data:`CHUNK_ELEMENTS_PER_THREAD` elements per thread):
     all the kernels over one run, then the next run. The bytes above are still moved, kernel by
-    kernel, but a run is small enough to stay in the CPU's cache between its kernels, so only the
-    first one reads ``x`` from memory and only the last one's result goes back to it; the
-    float16/bfloat16 runs are converted into two float32 scratch buffers of one run's size, reused
-    run after run. (Measured on a 2-core Xeon, one thread, ``x`` of 4×8×1024×64: float32 half
-    from 2.9x to 2.3x clone's time, bfloat16 half from 8.7x to 5.0x.)
+    kernel, but a run is small enough to stay in the CPU's cache between its kernels, so ``x`` is
+    read from memory once and the result written back once, the other passes finding the run in
+    the cache; the float16/bfloat16 runs are converted into two float32 scratch buffers of one
+    run's size, reused run after run. A small tensor is one run: a decoding step pays nothing for
+    this. (Measured on a 2-core Xeon, one thread, ``x`` of 4×8×1024×64: float32 half from 2.9x to
+    2.3x clone's time, bfloat16 half from 8.9x to 5.5x.)
 
     Under ``torch.compile`` (``"pairs"`` tables) both layouts are one out-of-place formula
     (:func:`rotate_fusable`) that Inductor fuses into a single loop with the conversions inside:
@@ -192,13 +194,20 @@ def rotate(x: torch.Tensor, tables: tuple[torch.Tensor, ...], layout: str, inver
     if len(tables) == 1 and x.dtype == work:  # one pass: the complex product is the output
         return _rotate_complex(x, tables[0].conj() if inverse else tables[0])
     if len(tables) == 1:
-        tables = (tables[0].conj().resolve_conj(),) if inverse else tables  # (once, not per chunk)
+        tables = (tables[0].conj().resolve_conj(),) if inverse else tables  # (once, not per run)
     elif inverse:  # the inverse rotation (-θ) swaps the roles of -sin and sin
         tables = (tables[0], tables[2], tables[1])
-    if not all(_covers(x.shape, t) for t in tables):  # (tables with more rows than x: the result is larger)
-        x = x.expand(torch.broadcast_shapes(x.shape[:-1], *(t.shape[:-1] for t in tables)) + x.shape[-1:])
-    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if not _covers(x.shape, tables[0]):  # (tables with more rows than x: the result is larger; all share rows)
+        x = x.expand(torch.broadcast_shapes(x.shape[:-1], tables[0].shape[:-1]) + x.shape[-1:])
     kernel = _turn_halves if len(tables) == 3 else _turn_pairs
+    if x.dtype != work and _positions_per_run(x, tables) == x.shape[-2]:  # float16/bfloat16, one run
+        xw = x.to(work)
+        if not xw.is_contiguous():
+            xw = xw.contiguous()
+        ow = xw if layout == "interleaved" else torch.empty_like(xw)  # (the complex product in place)
+        kernel(*_kernel_views(xw, layout), *_kernel_views(ow, layout), *tables)
+        return ow.to(x.dtype)
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if x.dtype == work:
         for run in chunks(x, (*_kernel_views(x, layout), *_kernel_views(out, layout), *tables)):
             kernel(*run)
@@ -253,14 +262,26 @@ def chunks(x: torch.Tensor, tensors: tuple[torch.Tensor, ...]) -> list[tuple[tor
     dimension -2. A run takes every leading index (batch, heads) of some consecutive positions,
     about :data:`CHUNK_ELEMENTS_PER_THREAD` elements per thread, and only its own rows of the tables
     (per-row tables too), so the tables are read once in all. A small ``x``, one that is not
-    contiguous, or a tensor that broadcasts along the positions: one run, ``tensors`` themselves.
+    contiguous or not on the CPU, or a tensor that broadcasts along the positions: one run,
+    ``tensors`` themselves.
     """
+    step = _positions_per_run(x, tensors)
+    if step == x.shape[-2]:
+        return [tensors]
+    return list(zip(*(t.split(step, -2) for t in tensors)))  # (split: all the views of a dimension in one call)
+
+
+def _positions_per_run(x: torch.Tensor, tensors: tuple[torch.Tensor, ...]) -> int:
+    """How many positions a run of :func:`chunks` takes: all of them (one run) for a small ``x``, one
+    that is not contiguous, a tensor that broadcasts along the positions, or ``x`` off the CPU (runs
+    are sized for a CPU core's cache; a GPU is best given each kernel over the whole tensor at once)."""
     seq = x.shape[-2]
     size = CHUNK_ELEMENTS_PER_THREAD * torch.get_num_threads()
-    if x.numel() <= size or seq < 2 or not x.is_contiguous() or any(t.shape[-2] != seq for t in tensors):
-        return [tensors]
-    step = max(1, size * seq // x.numel())  # positions per run
-    return list(zip(*(t.split(step, -2) for t in tensors)))  # (split: all the views of a dimension in one call)
+    if x.numel() <= size or seq < 2 or x.device.type != "cpu" or not x.is_contiguous():
+        return seq
+    if any(t.shape[-2] != seq for t in tensors):
+        return seq
+    return max(1, size * seq // x.numel())
 
 
 def _rotate_complex(x: torch.Tensor, multiplier: torch.Tensor) -> torch.Tensor:

@@ -338,8 +338,6 @@ class ToyTransformer(nn.Module):
         rotate = None
         if scheme == "sinusoidal":
             self.position = SinusoidalPositionalEncoding(self.d_model, max_len=max_len)
-        elif scheme == "learned":
-            self.position = LearnedPositionalEmbedding(max_len, self.d_model)
         elif scheme == "rotary":
             rotate = _rope_rotate(self.d_model // check_positive_int("n_heads", n_heads), rope_base, rope_scaling)
         elif scheme == "alibi":
@@ -363,6 +361,8 @@ class ToyTransformer(nn.Module):
                     block.attn.qkv.bias[: self.d_model] /= math.sqrt(block.attn.head_dim)
         self.norm = nn.LayerNorm(self.d_model)
         self.head = nn.Linear(self.d_model, self.n_classes)
+        if scheme == "learned":  # drawn last: every other weight is the one the other schemes get from the same seed
+            self.position = LearnedPositionalEmbedding(max_len, self.d_model)
 
     def _refuse_absurd_sizes(self, n_layers: int, max_len: int) -> None:
         """Refuse, before allocating anything, float32 parameters past the memory limit."""

@@ -32,8 +32,13 @@ def test_committed_file_covers_every_model_seed_and_measure(committed):
     windows = committed[committed.measure == "window_accuracy"]
     assert set(windows["model"]) == {"sinusoidal", "rotary"} and set(windows["position"]) == set(order.WINDOW_STARTS)
     assert len(committed[committed.measure == "beyond_by_other"]) == 3 * len(order.SEEDS) * order.MAX_LEN
+    bands = committed[committed.measure == "offset_band_accuracy"]
+    assert set(bands["model"]) == {"sinusoidal", "rotary", "rotary, base 1e6"}
+    assert set(bands["position"]) == set(order.OFFSET_BANDS) and bands["value"].notna().all()
+    zero = committed[committed.measure == "table_zero_position"]["value"]
+    assert len(zero) == len(order.SEEDS) and zero.between(0, order.MAX_LEN - 1).all()
     shares = committed[committed.measure != "steps_to_90"]
-    probabilities = shares[~shares.measure.isin(["table_moved", "table_cosine"])]
+    probabilities = shares[~shares.measure.isin(["table_moved", "table_cosine", "table_zero_position"])]
     assert probabilities["value"].between(0, 1).all()
 
 
@@ -71,6 +76,13 @@ def test_starts_of_the_controls():
     assert default.norm(dim=1).mean().item() < 0.2
     with pytest.raises(ValueError, match="model must be one of"):
         order.make("learned, huge start", 0)
+
+
+def test_position_on_line_interpolates_between_the_bracketing_rows():
+    along = torch.tensor([1.0, 0.5, 0.0, -1.0])
+    assert order._position_on_line(along, 0.25) == pytest.approx(1.5)
+    assert order._position_on_line(along, -0.5) == pytest.approx(2.5)
+    assert math.isnan(order._position_on_line(along, 3.0))
 
 
 def test_steps_to():

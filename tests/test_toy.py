@@ -566,3 +566,15 @@ def test_with_nope_layers_removes_rope_from_chosen_layers_only():
         with_nope_layers(make_model(task, "none", seed=0, causal=True), [0])
     with pytest.raises(TypeError, match="list of layer indices"):
         with_nope_layers(model, 1)
+
+
+def test_schemes_share_every_other_weight_of_a_seed():
+    """The learned table is drawn after every other weight: at one seed, models of any parameter-free scheme and
+    the learned one start from the same embedding, blocks and head (a comparison of schemes changes one thing)."""
+    task = make_task("order")
+    models = {s: make_model(task, s, max_len=12, seed=3) for s in ("none", "sinusoidal", "learned", "rotary")}
+    reference = dict(models["none"].named_parameters())
+    for scheme, model in models.items():
+        for name, value in model.named_parameters():
+            if name != "position.weight":
+                assert torch.equal(value, reference[name]), (scheme, name)

@@ -6,9 +6,13 @@ the **order task** (two markers A and B among filler tokens: which comes first?)
 task, seq_len=(8, 12), steps=300, seed=seed)``), for every model of :data:`MODELS` and every seed of
 :data:`SEEDS`. Seed 0 is the run the notebooks train live. The models:
 
-- ``sinusoidal``, ``learned``, ``rotary``: ``make_model(task, scheme, max_len=12, seed=seed)``;
+- ``sinusoidal``, ``learned``, ``rotary``: ``make_model(task, scheme, max_len=12, seed=seed)`` (the
+  learned table is drawn after every other weight, so all schemes share the other weights of a seed);
+- ``rotary, base 1e6``: rotary with base 10⁶ instead of 10 000 (the base intervention of notebook 07);
 - ``learned, sized start``: the learned model with its table started as random rows of the sinusoids'
-  size, ``N(0, 1/2)`` drawn from seed ``100 + seed`` (rows of norm about 4, like a sinusoidal row);
+  row norm, ``N(0, 1/2)`` drawn from seed ``100 + seed`` (rows of norm about 4, like a sinusoidal row);
+- ``learned, spread start``: the same with ``N(0, 1/10)``: rows of norm about 1.8, the norm of the
+  sinusoidal rows once their shared mean is removed (how far apart the positions are);
 - ``learned, sinusoid start``: the learned model with its table started *as* the sinusoids.
 
 Every measurement is one row of the results frame, with columns ``measure``, ``model``, ``seed``,
@@ -33,10 +37,12 @@ Every measurement is one row of the results frame, with columns ``measure``, ``m
   ``evaluate`` sequences whose markers are at most / more than 11 apart;
 - learned only, the trained table: ``table_share`` (share of the centred rows' spread along their main
   direction), ``table_order`` (|correlation| of the rows' coordinate along it with ``pos``),
+  ``table_zero_position`` (where the zero vector falls along that direction, as a fractional position
+  interpolated between the two rows around it),
   ``table_cosine`` (mean cosine of rows ``position`` apart) and ``table_moved`` (‖trained − initial‖ /
   ‖initial‖).
 
-:func:`run` recomputes it (about two minutes of one CPU core); ``python -m pe_lessons.studies order``
+:func:`run` recomputes it (about three minutes of one CPU core); ``python -m pe_lessons.studies order``
 writes the committed file. Training runs on one thread, so a run repeats bit for bit on one machine;
 another CPU can move the last bits, which training amplifies a little.
 """
@@ -78,11 +84,22 @@ TRAIN_LENGTHS = (8, 12)
 STEPS = 300
 SEEDS = tuple(range(10))
 #: the models of the study (see the module's docstring)
-MODELS = ("sinusoidal", "learned", "learned, sized start", "learned, sinusoid start", "rotary")
+MODELS = (
+    "sinusoidal",
+    "learned",
+    "learned, sized start",
+    "learned, spread start",
+    "learned, sinusoid start",
+    "rotary",
+    "rotary, base 1e6",
+)
+#: the offsets between the two markers, in bands: each band's first offset (the last band ends at 47)
+OFFSET_BANDS = tuple(range(1, 47, 3))
 LENGTHS = (8, 10, 12, 16, 24, 48)
 WINDOW_STARTS = (0, 12, 24, 36)
 EVAL_N, EVAL_SEED = 512, 1234  # evaluate's defaults
 PROBE_N, PROBE_SEED = 4096, 99
+OFFSET_N = 8192
 COLUMNS = ["measure", "model", "seed", "length", "position", "value"]
 
 
@@ -102,13 +119,15 @@ def make(model: str, seed: int) -> ToyTransformer:
     if model not in MODELS:
         raise ValueError(f"model must be one of {', '.join(map(repr, MODELS))}; got {model!r}")
     scheme = model.split(",")[0]
-    net = make_model(task(), scheme, max_len=MAX_LEN, seed=seed)
-    if model != scheme:
+    kwargs = {"rope_base": 1e6} if model == "rotary, base 1e6" else {}
+    net = make_model(task(), scheme, max_len=MAX_LEN, seed=seed, **kwargs)
+    if scheme == "learned" and model != scheme:
         shape = (MAX_LEN, net.d_model)
-        if model == "learned, sized start":
-            start = torch.randn(*shape, generator=torch.Generator().manual_seed(100 + seed)) * math.sqrt(0.5)
-        else:
+        if model == "learned, sinusoid start":
             start = sinusoidal_table(*shape)
+        else:  # the sinusoids' row norm, sqrt(d_model/2); or the spread of their centred rows, about 1.8
+            variance = 0.5 if model == "learned, sized start" else 0.1
+            start = torch.randn(*shape, generator=torch.Generator().manual_seed(100 + seed)) * math.sqrt(variance)
         with torch.no_grad():
             _table(net).copy_(start)
     return net
@@ -160,6 +179,17 @@ def _mean(mask: torch.Tensor) -> float:
     return mask.float().mean().item()
 
 
+def _position_on_line(coordinates: torch.Tensor, value: float) -> float:
+    """The (fractional) position whose coordinate along the rows' main direction is ``value``: linear
+    interpolation between the two neighbouring rows whose coordinates bracket it (NaN if none do)."""
+    c = coordinates.tolist()
+    for k in range(len(c) - 1):
+        lo, hi = sorted((c[k], c[k + 1]))
+        if lo <= value <= hi and c[k] != c[k + 1]:
+            return k + (value - c[k]) / (c[k + 1] - c[k])
+    return math.nan
+
+
 def _table_measures(trained: torch.Tensor, initial: torch.Tensor) -> list[tuple[str, int | None, float]]:
     table = trained.double()
     centred = table - table.mean(0)
@@ -169,8 +199,10 @@ def _table_measures(trained: torch.Tensor, initial: torch.Tensor) -> list[tuple[
     order = torch.corrcoef(torch.stack([torch.arange(len(table), dtype=along.dtype), along]))[0, 1].item()
     unit = table / table.norm(dim=1, keepdim=True)
     sim = unit @ unit.T
+    zero = (-table.mean(0)) @ directions[0]  # where the zero vector falls on that direction
     rows: list[tuple[str, int | None, float]] = [
         ("table_share", None, (spread[0] / spread.sum()).item()),
+        ("table_zero_position", None, _position_on_line(along, zero.item())),
         ("table_order", None, abs(order)),
         ("table_moved", None, ((table - initial.double()).norm() / initial.double().norm()).item()),
     ]
@@ -213,6 +245,13 @@ def measure(name: str, seed: int, model: ToyTransformer, history: pd.DataFrame) 
         for n in (24, 48):
             tokens, labels = padded_sample(n)
             add("padded_accuracy", _mean(_right(_runner(model, n), tokens, labels)), n)
+        if name in ("sinusoidal", "rotary", "rotary, base 1e6"):
+            tokens, labels = order_task.sample(OFFSET_N, 48, torch.Generator().manual_seed(PROBE_SEED))
+            places = marker_positions(tokens)
+            offset = places[:, 1] - places[:, 0]
+            right = _right(model, tokens, labels)
+            for first in OFFSET_BANDS:
+                add("offset_band_accuracy", _mean(right[(offset >= first) & (offset < first + 3)]), 48, first)
         if name in ("sinusoidal", "rotary"):
             for start in WINDOW_STARTS:
                 tokens, labels = window_sample(start)

@@ -7,8 +7,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numpy.linalg as numpy_linalg
 import pytest
 import torch
+from numpy.linalg import lstsq, pinv  # bound before any check runs, as a student's notebook may
 
 from pe_lessons.exercises import _feedback
 from pe_lessons.exercises.nb05 import (
@@ -558,3 +560,138 @@ def test_check_return_offset_feedback():
     assert "outside" in check_return_offset(0).message and "outside" in check_return_offset(710).message
     assert not check_return_offset(True).ok and not check_return_offset([44, 45]).ok
     assert check_return_offset(710, max_offset=1000).ok  # 710/113 ≈ 2π
+
+
+# ----------------------------------------------------------------------------- review 2's points
+
+
+def test_concat_offset_transpose_hint_names_the_row_vector_convention():
+    feedback = check_concat_offset(lambda k, d, base=1e4: _concat(k, d, base).T)
+    assert not feedback.ok and "row vectors" in feedback.message and "backwards" in feedback.message
+
+
+def test_numpy_lstsq_is_not_blamed_on_best_linear_map():
+    def numpy_fit(k, d, base=10000.0):
+        t = sinusoidal_table(200, d, base=base, dtype=torch.float64)
+        t = torch.cat([t[:, 0::2], t[:, 1::2]], 1).numpy()
+        return np.linalg.lstsq(t[: 200 - k], t[k:], rcond=None)[0].T
+
+    message = check_concat_offset(numpy_fit).message
+    assert "numpy.linalg.lstsq" in message and "best_linear_map" not in message
+
+
+def test_check_shift_by_names_the_width_and_never_mentions_float32_where_it_is_refused():
+    def hard_coded_8(pe_pos, pe_1, k):
+        return _by_doubling(pe_pos.view(4, 2).flatten(), pe_1, k)
+
+    message = check_shift_by(hard_coded_8).message
+    assert "at d_model = 2" in message and "RuntimeError" in message
+
+    def nearly(pe_pos, pe_1, k):
+        return _by_doubling(pe_pos, pe_1, k) + 1e-7
+
+    message = check_shift_by(nearly).message
+    assert "close but not exact" in message and "float32" not in message
+
+
+def test_check_shift_by_pass_message_follows_the_measured_ratio():
+    def fixed_doublings(pe_pos, pe_1, k):  # always 24 doublings: the count hardly depends on k
+        result, power = pe_pos, pe_1
+        for j in range(24):
+            if k >> j & 1:
+                result = _product(result, power)
+            power = _product(power, power)
+        return result
+
+    feedback = check_shift_by(fixed_doublings)
+    assert feedback.ok and "hardly depends on k" in feedback.message and "grows like log k" not in feedback.message
+    assert "grows like log k" in check_shift_by(_by_doubling).message
+
+
+# ----------------------------------------------------------------------------- review 3's points
+
+
+def _concat_rows(k, d, base, rows=4000):
+    t = sinusoidal_table(rows, d, base=base, dtype=torch.float64)
+    t = torch.cat([t[:, 0::2], t[:, 1::2]], 1).numpy()
+    return (t[: rows - k], t[k:]) if k >= 0 else (t[-k:], t[: rows + k])
+
+
+def _fit_with(solve):
+    def fit(k, d, base=10000.0):
+        x, y = _concat_rows(k, d, base)
+        return solve(x, y).T
+
+    return fit
+
+
+def _lstsq_helper(x, y):  # a helper beside the student's function, calling a name imported earlier
+    return lstsq(x, y, rcond=None)[0]
+
+
+def _closure_fit():
+    solver = numpy_linalg.lstsq  # bound in an enclosing scope
+
+    def fit(k, d, base=10000.0):
+        x, y = _concat_rows(k, d, base)
+        return solver(x, y, rcond=None)[0].T
+
+    return fit
+
+
+def _default_fit(k, d, base=10000.0, invert=numpy_linalg.pinv):
+    x, y = _concat_rows(k, d, base)
+    return (invert(x) @ y).T
+
+
+def _imported_inside(k, d, base=10000.0):
+    from numpy.linalg import lstsq as solve
+
+    x, y = _concat_rows(k, d, base)
+    return solve(x, y, rcond=None)[0].T
+
+
+def _private_module(k, d, base=10000.0):
+    x, y = _concat_rows(k, d, base)
+    return np.linalg._linalg.lstsq(x, y, rcond=None)[0].T
+
+
+@pytest.mark.parametrize(
+    "fit, called",
+    [
+        (_fit_with(lambda x, y: lstsq(x, y, rcond=None)[0]), "numpy.linalg.lstsq"),  # imported before the check
+        (_fit_with(lambda x, y: pinv(x) @ y), "numpy.linalg.pinv"),
+        (_fit_with(_lstsq_helper), "numpy.linalg.lstsq"),
+        (_closure_fit(), "numpy.linalg.lstsq"),
+        (_default_fit, "numpy.linalg.pinv"),
+        (_imported_inside, "numpy.linalg.lstsq"),
+        (_private_module, "numpy.linalg.lstsq"),
+    ],
+    ids=["imported-before", "pinv-imported-before", "helper", "closure", "default-argument", "inside", "_linalg"],
+)
+def test_concat_offset_refuses_a_solver_however_it_was_bound(fit, called):
+    """Review 3: `from numpy.linalg import lstsq` before the check (with a 4000-row window, which fits M_k
+    exactly) passed, because only the module attribute was replaced. Every binding is refused now, and restored."""
+    feedback = check_concat_offset(fit)
+    assert not feedback.ok and called in feedback.message, feedback
+    assert lstsq is np.linalg.lstsq and pinv is np.linalg.pinv and np.linalg._linalg.lstsq is lstsq
+    assert _default_fit.__defaults__[-1] is np.linalg.pinv
+    assert globals()["lstsq"] is np.linalg.lstsq
+    assert np.allclose(lstsq(np.eye(2), np.ones(2), rcond=None)[0], 1.0)  # restored, and it still works
+
+
+def test_the_loophole_fit_would_be_right_without_the_guard():
+    """The fit refused above is a real loophole: unguarded it returns the right matrix (so the refusal is what
+    stops it, not a wrong answer)."""
+    fit = _fit_with(lambda x, y: lstsq(x, y, rcond=None)[0])
+    perm = torch.cat([torch.arange(0, 16, 2), torch.arange(1, 16, 2)])
+    want = offset_matrix(5, 16, base=100.0)[perm][:, perm]
+    assert (torch.as_tensor(fit(5, 16, 100.0)) - want).abs().max() < 1e-9
+
+
+def test_check_return_offset_lists_the_ripple_peaks_at_each_width():
+    """Review 3: the peaks of s(k) line up with pair 0's returns at d_model = 16 only; the pass message says so."""
+    message = check_return_offset(44).message
+    assert "d_model = 16" in message and "6, 13, 19, 25, 32, 38, 44, 50" in message
+    assert "d_model = 64" in message and "6, 12, 18, 25, 32, 44, 50" in message
+    assert "at 512 only at k = 44, 50" in message

@@ -26,6 +26,8 @@ def _real_tensor(out: object, label: str, shape: tuple[int, ...]) -> torch.Tenso
     """``out`` as a float64 CPU tensor of ``shape``, or feedback saying what it is instead."""
     if out is None or out is Ellipsis:
         return not_done()
+    if type(out).__module__ == "numpy" and hasattr(out, "__array__"):  # a NumPy array is an ordinary answer too
+        out = torch.as_tensor(out)
     if not isinstance(out, torch.Tensor):
         return failed(f"{label} returned a {type(out).__name__}; return a tensor.")
     if tuple(out.shape) != shape:
@@ -42,46 +44,73 @@ def _real_tensor(out: object, label: str, shape: tuple[int, ...]) -> torch.Tenso
 CONVERSION_CASES = ((2, 8, 16), (4, 4, 12), (3, 16, 10), (1, 6, 6))
 
 
-@checker
-def check_weight_conversion(my_convert: Callable[[torch.Tensor, int], torch.Tensor] | None) -> Feedback:
-    """Check ``my_convert(W, heads)``: the output features of a ``[heads·head_dim, d_in]`` projection reordered
-    per head with ``P = [0, 2, …, 1, 3, …]`` (interleaved → half), so half-layout RoPE gives the original scores.
+def _per_head(t: torch.Tensor, heads: int, fn: Callable[..., torch.Tensor]) -> torch.Tensor:
+    """``fn`` (a layout permutation) applied to the output features of ``t`` within each head's block."""
+    return fn(t.reshape(heads, t.shape[0] // heads, *t.shape[1:]), dim=1).reshape(t.shape)
 
-    Tried on several ``(heads, head_dim, d_in)``; the usual bugs (the permutation over all rows at once, the
-    inverse permutation, the input features permuted) are named.
+
+@checker
+def check_weight_conversion(my_convert: Callable[[torch.Tensor, torch.Tensor, int], object] | None) -> Feedback:
+    """Check ``my_convert(W, b, heads)``: a projection ``[heads·head_dim, d_in]`` and its bias ``[heads·head_dim]``
+    trained with half-layout RoPE, exported for interleaved-layout code: both reordered per head with the inverse
+    of ``P`` (``to_interleaved_layout``), so interleaved RoPE on ``x Wᵀ + b`` gives the original scores.
+
+    Tried on several ``(heads, head_dim, d_in)``; the usual bugs (the forward permutation instead of its inverse,
+    the bias left as it was, the permutation over all rows at once, the input features permuted) are named.
     """
     if is_placeholder(my_convert):
         return not_done()
     gen = torch.Generator().manual_seed(11)
     for heads, hd, d_in in CONVERSION_CASES:
         W = torch.randn(heads * hd, d_in, generator=gen, dtype=torch.float64)
-        label = f"my_convert(W, heads={heads}) with head_dim {hd}"
-        result, problem = attempt(label, my_convert, W.clone(), heads)
+        b = torch.randn(heads * hd, generator=gen, dtype=torch.float64)
+        label = f"my_convert(W, b, heads={heads}) with head_dim {hd}"
+        result, problem = attempt(label, my_convert, W.clone(), b.clone(), heads)
         if problem is not None:
             return problem
-        out = _real_tensor(result, label, tuple(W.shape))
-        if isinstance(out, Feedback):
-            return out
-        want = to_half_layout(W.view(heads, hd, d_in), dim=1).reshape(heads * hd, d_in)
-        if _same(out, want):
+        if result is None or result is Ellipsis:
+            return not_done()
+        if not isinstance(result, (tuple, list)) or len(result) != 2:
+            return failed(f"{label} must return two tensors, (W, b); got {type(result).__name__}.")
+        out_w = _real_tensor(result[0], label + " (the weight)", tuple(W.shape))
+        if isinstance(out_w, Feedback):
+            return out_w
+        out_b = _real_tensor(result[1], label + " (the bias)", tuple(b.shape))
+        if isinstance(out_b, Feedback):
+            return out_b
+        want_w, want_b = _per_head(W, heads, to_interleaved_layout), _per_head(b, heads, to_interleaved_layout)
+        w_ok, b_ok = _same(out_w, want_w), _same(out_b, want_b)
+        if w_ok and b_ok:
             continue
-        if _same(out, W[to_half_layout(torch.arange(heads * hd))]):
+        if _same(out_w, _per_head(W, heads, to_half_layout)) or (
+            not w_ok and _same(out_b, _per_head(b, heads, to_half_layout))
+        ):
+            return failed(
+                f"{label}: that permutation goes the other way (interleaved → half). This checkpoint is in the "
+                "half layout already: which feature sits at (i, i + head_dim/2), and where must it go?"
+            )
+        if _same(out_w, W[to_interleaved_layout(torch.arange(heads * hd))]) or _same(
+            out_w, W[to_half_layout(torch.arange(heads * hd))]
+        ):
             return failed(
                 f"{label}: you reordered all {heads * hd} output rows as if they were one head. RoPE pairs features "
                 "inside each head, so the permutation must act within each head's block of head_dim rows."
             )
-        if _same(out, to_interleaved_layout(W.view(heads, hd, d_in), dim=1).reshape(heads * hd, d_in)):
-            return failed(f"{label}: that is the inverse permutation (half → interleaved).")
-        if d_in % 2 == 0 and _same(out, to_half_layout(W, dim=1)):
+        if d_in % 2 == 0 and _same(out_w, to_interleaved_layout(W, dim=1)):
             return failed(f"{label}: you permuted the input features (columns). RoPE acts on the outputs: the rows.")
-        if _same(out, W):
-            return failed(f"{label}: nothing moved.")
-        if _same(out.sort(dim=0).values, W.sort(dim=0).values):
-            return failed(f"{label}: the rows are reordered, but not into the half layout's order.")
-        return failed(f"{label}: the result is not W with its rows reordered for the half layout.")
+        if w_ok and _same(out_b, b):
+            return failed(
+                f"{label}: the weight is right, but the bias is as it was. RoPE rotates q = x Wᵀ + b: every output "
+                "feature moves, the bias's included."
+            )
+        if w_ok:
+            return failed(f"{label}: the weight is right; the bias is not W's output features in the same new order.")
+        if _same(out_w, W):
+            return failed(f"{label}: nothing moved in the weight.")
+        return failed(f"{label}: the weight's rows are not in the interleaved layout's order, head by head.")
     return passed(
-        f"Right for every (heads, head_dim) tried ({len(CONVERSION_CASES)} shapes): the bug was the permutation over "
-        "all rows at once; per head, pair (2i, 2i+1) lands on (i, i + head_dim/2) and the scores are unchanged."
+        f"Right for every (heads, head_dim) tried ({len(CONVERSION_CASES)} shapes): per head, feature i + head_dim/2 "
+        "goes back next to feature i, and the bias moves with its rows; interleaved RoPE then gives the original scores."
     )
 
 

@@ -397,8 +397,11 @@ CORRECT = {
     "check_concat_offset": lambda k, d, base=10000.0: _concat_offset(k, d, base),
     "check_length_for_share": np.int64(17),
     "check_copied_row_accuracy": lambda row, max_len: np.float32((row + 0.5) / max_len),
-    "check_weight_conversion": lambda W, heads: (
-        _to_half(W.view(heads, -1, W.shape[1]).transpose(1, 2)).transpose(1, 2).reshape(W.shape)
+    "check_weight_conversion": lambda W, b, heads: tuple(
+        t.reshape(heads, -1, *t.shape[1:])[:, _to_half(torch.arange(W.shape[0] // heads)).argsort()]
+        .reshape(t.shape)
+        .numpy()  # NumPy arrays are fine too
+        for t in (W, b)
     ),
     "check_angle_fix": lambda p, d, base=10000.0: _cos_sin(p, d, base),
     "check_turn_base": lambda d, context, pair: (context / (2 * math.pi)) ** (d / (2 * pair)),

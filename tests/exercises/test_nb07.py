@@ -13,29 +13,43 @@ def perm(head_dim):
     return list(range(0, head_dim, 2)) + list(range(1, head_dim, 2))
 
 
-def _convert(W, heads):
-    from pe_lessons.rotary import to_half_layout
+def _export(W, b, heads):
+    """The right answer: half → interleaved, per head, for the weight's rows and the bias."""
+    return _per_head(W, heads, to_interleaved_layout), _per_head(b, heads, to_interleaved_layout)
 
-    return to_half_layout(W.view(heads, W.shape[0] // heads, W.shape[1]), dim=1).reshape(W.shape)
+
+def _per_head(t, heads, fn):
+    return fn(t.reshape(heads, t.shape[0] // heads, *t.shape[1:]), dim=1).reshape(t.shape)
 
 
-def test_check_weight_conversion_finds_the_per_head_bug():
+def test_check_weight_conversion_finds_the_direction_and_the_bias():
     from pe_lessons.exercises.nb07 import check_weight_conversion
     from pe_lessons.rotary import to_half_layout
 
-    assert check_weight_conversion(_convert).ok
-    whole = check_weight_conversion(lambda W, heads: W[to_half_layout(torch.arange(W.shape[0]))])
-    assert not whole.ok and "one head" in whole.message
-    inverse = check_weight_conversion(
-        lambda W, heads: to_interleaved_layout(W.view(heads, -1, W.shape[1]), dim=1).reshape(W.shape)
+    assert check_weight_conversion(_export).ok
+    assert check_weight_conversion(lambda W, b, heads: list(_export(W, b, heads))).ok
+
+    # the same answer with the permutation written out by hand, as an index
+    def by_hand(W, b, heads):
+        inverse = torch.tensor(perm(W.shape[0] // heads)).argsort()
+        return tuple(t.reshape(heads, -1, *t.shape[1:])[:, inverse].reshape(t.shape) for t in (W, b))
+
+    assert check_weight_conversion(by_hand).ok
+    forward = check_weight_conversion(
+        lambda W, b, heads: (_per_head(W, heads, to_half_layout), _per_head(b, heads, to_half_layout))
     )
-    assert "inverse" in inverse.message
-    assert "columns" in check_weight_conversion(lambda W, heads: to_half_layout(W, dim=1)).message
-    assert "nothing moved" in check_weight_conversion(lambda W, heads: W).message
-    hard_coded = check_weight_conversion(lambda W, heads: _convert(W, 2))  # written for 2 heads only
+    assert not forward.ok and "other way" in forward.message
+    bias_kept = check_weight_conversion(lambda W, b, heads: (_export(W, b, heads)[0], b))
+    assert not bias_kept.ok and "bias is as it was" in bias_kept.message
+    whole = check_weight_conversion(lambda W, b, heads: (W[to_interleaved_layout(torch.arange(W.shape[0]))], b))
+    assert not whole.ok and "one head" in whole.message
+    columns = check_weight_conversion(lambda W, b, heads: (to_interleaved_layout(W, dim=1), b))
+    assert "columns" in columns.message
+    assert "nothing moved" in check_weight_conversion(lambda W, b, heads: (W, b)).message
+    hard_coded = check_weight_conversion(lambda W, b, heads: _export(W, b, 2))  # written for 2 heads only
     assert not hard_coded.ok and "heads=4" in hard_coded.message
     assert "Not answered" in check_weight_conversion(None).message
-    assert not check_weight_conversion(lambda W, heads: W.tolist()).ok
+    assert "two tensors" in check_weight_conversion(lambda W, b, heads: W).message
 
 
 def _cos_sin(positions, head_dim, base=10000.0, dtype=torch.float64, matmul=False):

@@ -110,7 +110,10 @@ def trace_ops(fn: Callable[..., object], *args: object) -> list[dict]:
     ``copy_``) and ``write_bytes`` (every output written once; ``out=`` and in-place
     targets included). In eager mode each operation with ``kernel=True`` is one
     kernel launch that reads its inputs from memory and writes its output back. Only
-    calls that go through torch's Python API are seen.
+    calls that go through torch's Python API are seen: on a CPU, an operation on mixed dtypes
+    (``bfloat16 * float32``) first converts an input into a temporary inside the call, a pass
+    counted here only as the operation's own inputs and output. Where kernels run on small
+    chunks that stay in cache, the count bounds the memory traffic from above.
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")

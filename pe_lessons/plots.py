@@ -321,8 +321,11 @@ def similarity_heatmap(
     width: int = 300,
     height: int = 300,
     max_rows: int | None = None,
+    row_title: str = "p (pos)",
+    column_title: str = "q (pos)",
 ) -> alt.Chart:
-    """Heatmap of a matrix of scores ``S[p, q]`` (e.g. ``PE(p)·PE(q)``).
+    """Heatmap of a matrix of scores ``S[p, q]`` (e.g. ``PE(p)·PE(q)``); ``row_title`` and ``column_title``
+    name its axes (rows ``p``, columns ``q`` by default; rotary scores use the query and key positions).
 
     Up to :data:`MAX_ROWS` cells are drawn one by one; a larger matrix (or one
     with ``max_rows`` set) is averaged over square-ish blocks (:func:`reduce_table`
@@ -351,8 +354,8 @@ def similarity_heatmap(
         alt.Chart(frame, title=chart_title)
         .mark_rect()
         .encode(
-            x=alt.X("q:O", title="q (pos)", axis=alt.Axis(labelOverlap=True)),
-            y=alt.Y("p:O", title="p (pos)", axis=alt.Axis(labelOverlap=True)),
+            x=alt.X("q:O", title=column_title, axis=alt.Axis(labelOverlap=True)),
+            y=alt.Y("p:O", title=row_title, axis=alt.Axis(labelOverlap=True)),
             color=alt.Color("score:Q", scale=alt.Scale(scheme="viridis"), title="score"),
             tooltip=["p", "q", "score"],
         )

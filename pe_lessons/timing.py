@@ -33,6 +33,36 @@ def thread_count(threads: int | None) -> int:
     return torch.get_num_threads() if threads is None else check_int("threads", threads, minimum=1)
 
 
+#: The CPU-time clock is used only where it ticks at least this finely (seconds); Windows' process clock
+#: ticks every 15.6 ms, too coarse for blocks of a few milliseconds.
+FINE_CLOCK_STEP = 1e-4
+
+
+def clock_step(clock: Callable[[], float] = time.process_time, spin: float = 0.05) -> float:
+    """The smallest step the reading of ``clock`` was seen to take, spinning up to ``spin`` seconds of wall time
+    (``inf`` if it never changed): the resolution a clock really has, whatever it reports."""
+    step = float("inf")
+    start = time.perf_counter()
+    last = clock()
+    changes = 0
+    while time.perf_counter() - start < spin and changes < 5:
+        now = clock()
+        if now != last:
+            step, last, changes = min(step, now - last), now, changes + 1
+    return step
+
+
+_process_clock_step: float | None = None
+
+
+def process_clock_is_fine() -> bool:
+    """Whether ``time.process_time`` ticks finely enough (:data:`FINE_CLOCK_STEP`) to time a block; checked once."""
+    global _process_clock_step
+    if _process_clock_step is None:
+        _process_clock_step = clock_step(time.process_time)
+    return _process_clock_step <= FINE_CLOCK_STEP
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -72,7 +102,9 @@ def measure(
 
     ``clock="cpu"`` times the CPU time of this process instead of the wall clock: on a machine
     shared with other work it does not count the time spent waiting for a core. It needs
-    ``threads=1`` (with more threads it would add up their busy-waiting) and a CPU device.
+    ``threads=1`` (with more threads it would add up their busy-waiting) and a CPU device. Where the
+    process clock is coarse (Windows: 15.6 ms ticks, see :func:`process_clock_is_fine`) the wall clock
+    is used instead, since a coarse clock would time a short block as zero.
     """
     device = check_timing_device(device)
     threads = thread_count(threads)
@@ -99,7 +131,7 @@ def measure(
     per_round: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
-            tick = time.process_time if clock == "cpu" else _timer(device)
+            tick = time.process_time if clock == "cpu" and process_clock_is_fine() else _timer(device)
             timer = Timer("fn()", globals={"fn": fn}, num_threads=threads, timer=tick, label=name)
             per_round[name].append(timer.blocked_autorange(min_run_time=min_run_time).median)
     reduce = statistics.median if stat == "median" else min

@@ -247,3 +247,11 @@ def test_heatmap_defaults_to_min_max_bands_because_band_means_leak():
     assert 0.15 < col[2].abs().max() < 0.25 and abs(apparent_period(col[2], spacing=k) - 83) < 2
     spans = reduce_table(table, max_rows=312, how="minmax").eval("span = max - min")
     assert (spans[spans.dimension < 4].span > 1.9).all()  # min/max: a column faster than a band fills it
+
+
+def test_similarity_heatmap_names_its_axes():
+    chart = plots.similarity_heatmap(torch.eye(4), row_title="m (query pos)", column_title="n (key pos)")
+    encoding = chart.to_dict()["encoding"]
+    assert encoding["y"]["title"] == "m (query pos)" and encoding["x"]["title"] == "n (key pos)"
+    default = plots.similarity_heatmap(torch.eye(4)).to_dict()["encoding"]
+    assert default["y"]["title"] == "p (pos)" and default["x"]["title"] == "q (pos)"

@@ -80,3 +80,21 @@ def test_cpu_clock_counts_this_process_only_and_needs_one_thread():
         measure({"f": lambda: None}, threads=2, clock="cpu")
     with pytest.raises(ValueError, match="clock"):
         measure({"f": lambda: None}, clock="gpu")
+
+
+def test_a_coarse_process_clock_falls_back_to_the_wall_clock(monkeypatch):
+    """Windows' process clock ticks every 15.6 ms: measure(clock="cpu") must not time a short block as zero."""
+    import time
+
+    from pe_lessons import timing
+
+    def coarse():  # a process clock with 15.625 ms ticks
+        return (time.perf_counter() // 0.015625) * 0.015625
+
+    assert timing.clock_step(coarse, spin=0.1) >= 0.0156 and timing.clock_step(time.perf_counter) < 1e-4
+    monkeypatch.setattr(timing.time, "process_time", coarse)
+    monkeypatch.setattr(timing, "_process_clock_step", None)
+    x = torch.randn(1 << 16)
+    t = measure({"clone": x.clone}, threads=1, clock="cpu", min_run_time=0.01, rounds=2)["clone"]
+    assert 1e-7 < t < 1e-2  # a real time per call, not 0 or 1e-10
+    monkeypatch.setattr(timing, "_process_clock_step", None)  # measured again with the real clock next time

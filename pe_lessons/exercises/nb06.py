@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
 
 import torch
 from torch import nn
 
+from ..learned import LearnedPositionalEmbedding
 from . import _feedback
 from ._feedback import (
     Feedback,
@@ -26,7 +26,6 @@ from ._feedback import (
 
 __all__ = [
     "check_learned_module",
-    "check_predicted_error",
     "check_length_for_share",
     "check_copied_row_accuracy",
 ]
@@ -55,8 +54,9 @@ def _int_set(values: object) -> set[int] | None:
 
 #: (max_len, d_model) sizes the learned-module checker tries after the one it is given.
 LEARNED_SIZES = ((3, 8), (10, 2))
-#: Largest standard deviation accepted for the table's start ("small random values"; BERT uses 0.02).
-MAX_INIT_STD = 2.0
+#: Largest standard deviation accepted for the table's start ("small random values"; BERT uses 0.02, and the
+#: token embeddings of nn.Embedding start at 1).
+MAX_INIT_STD = 0.2
 
 
 @checker
@@ -75,8 +75,8 @@ def check_learned_module(cls: type | None, max_len: int = 6, d_model: int = 4) -
                 return result
     shown = ", ".join(f"[{m}, {d}]" for m, d in sizes)
     return passed(
-        f"Works at every size tried: trainable tables ({shown}) started small, the first seq rows added for every seq up to max_len, "
-        "gradients flow, and a clear ValueError past max_len."
+        f"Works at every size tried: trainable tables ({shown}) started at small random values, the first seq rows "
+        "added for every seq up to max_len, gradients reach the table and x, and a clear ValueError past max_len."
     )
 
 
@@ -92,6 +92,11 @@ def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
         return failed(
             "Make it an nn.Module (class MyLearned(nn.Module), with super().__init__()) so the optimizer finds its table."
         )
+    if any(isinstance(m, LearnedPositionalEmbedding) for m in module.modules()):
+        return failed(
+            "This uses the package's LearnedPositionalEmbedding; the exercise is to write the table yourself "
+            "(an nn.Parameter of shape [max_len, d_model], or an nn.Embedding)."
+        )
     tables = [p for p in module.parameters() if p.shape == (max_len, d_model)]
     if not tables:
         buffers = [b for b in module.buffers() if b.shape == (max_len, d_model)]
@@ -106,10 +111,18 @@ def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
     if not math.isfinite(std) or std > MAX_INIT_STD:
         return failed(
             f"With max_len = {max_len}, d_model = {d_model}, your table starts with standard deviation {std:.3g}: start "
-            f"it at small random values (BERT uses 0.02), so positions do not drown the token embeddings."
+            f"it at small random values (BERT uses 0.02), so that positions start as a small nudge to the token "
+            f"embeddings, not as large as they are."
+        )
+    if max_len > 1 and torch.pdist(table.detach().double()).min().item() == 0:
+        return failed(
+            "Two rows of your table start equal, so those positions start indistinguishable: draw every entry at "
+            "random (a constant or repeated row is not random)."
         )
     x = torch.randn(2, max(1, max_len - 2), d_model)
-    out, problem = attempt(f"forward on x of shape {list(x.shape)}", module, x)
+    x_leaf = x.clone().requires_grad_(True)  # gradients for x land here
+    x_in = x_leaf.clone()  # what forward gets: a non-leaf, as token embeddings are
+    out, problem = attempt(f"forward on x of shape {list(x.shape)}", module, x_in)
     if problem is not None:
         return problem
     if not isinstance(out, torch.Tensor) or out.shape != x.shape:
@@ -124,6 +137,11 @@ def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
             "forward returned NaN or inf: x + weight[:seq] is finite when the table is "
             "(initialise it with finite values)."
         )
+    if not torch.equal(x_in.detach(), x.detach()):
+        return failed(
+            "forward changed its input in place (x += … or x.add_): the caller's tensor changes too, and autograd "
+            "refuses that when x is a leaf that needs a gradient. Return a new tensor: x + the rows."
+        )
     added = (out - x).detach().to(table.dtype)
     seq = x.shape[1]
     if not torch.allclose(added, table[:seq].detach().expand_as(added), atol=1e-6):
@@ -134,7 +152,8 @@ def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
                 "The output equals x: the table is never added (or it is all zeros — initialise it randomly, e.g. N(0, 0.02²))."
             )
         return failed(
-            "out - x should be weight[:seq] (the same rows for every batch item): row pos is added at position pos."
+            "out - x should be weight[:seq] (the same rows for every batch item): row pos is added at position pos. "
+            "x is [batch, seq, d_model], so seq is x.shape[1]."
         )
     if torch.count_nonzero(table) == 0:
         return failed(
@@ -150,6 +169,11 @@ def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
         return describe_error("backward through your forward", err)
     if table.grad is None or not table.grad[:seq].any():
         return failed(no_grad)
+    if x_leaf.grad is None or not torch.equal(x_leaf.grad, torch.ones_like(x_leaf)):
+        return failed(
+            "No gradient reaches x through your forward (did you detach x?): the token embeddings below it "
+            "would never train. Return x + the rows, with x as it came in."
+        )
     for seq in sorted({1, max_len - 1, max_len} - {0}):
         result = _check_forward(module, table, max_len, d_model, seq)
         if result is not None:
@@ -212,41 +236,6 @@ def _check_forward(module: nn.Module, table: torch.Tensor, max_len: int, d_model
             f"With seq = {seq} (max_len = {max_len}), out - x is not weight[:seq]: row pos goes to position pos."
         )
     return None
-
-
-@checker
-def check_predicted_error(
-    exception: type | None, numbers: Iterable[int] | None, *, seq_len: int = 20, max_len: int = 12
-) -> Feedback:
-    """Check a prediction of what a learned table with ``max_len`` rows does on ``seq_len`` positions:
-    the exception class and the two numbers its message names."""
-    if _is_placeholder(exception) or _is_placeholder(numbers):
-        return not_done()
-    numbers = _int_set(numbers)
-    if numbers is None:
-        return failed("numbers should be a list of two integers, e.g. [3, 4].")
-    if isinstance(exception, str):
-        return failed(f"Give the exception class itself (e.g. KeyError, no quotes), not the string {exception!r}.")
-    if exception is IndexError:
-        return failed(
-            "IndexError is what a bare table lookup gives (the classic 'index out of range' crash); "
-            "pe_lessons checks the length first."
-        )
-    if exception is not ValueError:
-        name = getattr(exception, "__name__", None)
-        name = name if isinstance(name, str) else f"{type(exception).__name__} object"
-        return failed(
-            f"{name} is not it: a length that the table cannot serve is a bad value, so the module raises ValueError."
-        )
-    if numbers == {seq_len, max_len}:
-        return passed(f"ValueError naming the sequence length {seq_len} and max_len {max_len}.")
-    if numbers == {seq_len - 1, max_len}:
-        return failed(f"Close: the message names the sequence length {seq_len}, not the last position {seq_len - 1}.")
-    if numbers == {seq_len, max_len - 1}:
-        return failed(
-            f"Close: the message names max_len {max_len} (the number of rows), not the last row index {max_len - 1}."
-        )
-    return failed(f"The message names the sequence length and the table's max_len; you gave {sorted(numbers)}.")
 
 
 def _copied_row_accuracy(row: int, max_len: int) -> float:

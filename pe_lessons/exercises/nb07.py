@@ -8,178 +8,26 @@ from collections.abc import Callable
 
 import torch
 
-from ..rotary import apply_rope, rope_frequencies, to_half_layout, to_interleaved_layout
+from ..rotary import rope_frequencies, to_half_layout, to_interleaved_layout
 from ._feedback import Feedback, as_number, attempt, checker, failed, is_placeholder, not_done, passed
 
 __all__ = [
-    "check_rotate_half",
-    "check_to_half_layout",
-    "check_score_prediction",
     "check_weight_conversion",
     "check_angle_fix",
     "check_turn_base",
 ]
 
 
-def _probe(d: int = 8) -> torch.Tensor:
-    """A small test input whose features are all different: ``[2, 3, d]``."""
-    gen = torch.Generator().manual_seed(7)
-    return torch.randn(2, 3, d, generator=gen, dtype=torch.float64)
-
-
-def _call(fn: Callable[[torch.Tensor], object], x: torch.Tensor, name: str) -> torch.Tensor | Feedback:
-    out, problem = attempt(f"{name}(x)", fn, x.clone())
-    if problem is not None:
-        return problem
-    if out is None or out is Ellipsis:
-        return not_done()
-    if not isinstance(out, torch.Tensor):
-        return failed(f"{name}(x) returned a {type(out).__name__}; return a tensor of x's shape.")
-    if tuple(out.shape) != tuple(x.shape):
-        return failed(f"{name}(x) returned shape {list(out.shape)}; it must keep x's shape {list(x.shape)}.")
-    if not out.is_floating_point() or out.device.type == "meta":
-        return failed(f"{name}(x) returned {out.dtype} values on {out.device}; it must return x's real values, moved.")
-    out = out.detach().to("cpu", torch.float64)
-    if not bool(torch.isfinite(out).all()):
-        return failed(f"{name}(x) returned NaN or inf; x is finite, and moving (or negating) features keeps it so.")
-    return out
-
-
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(torch.allclose(a, b, rtol=1e-6, atol=1e-9))
-
-
-@checker
-def check_rotate_half(my_rotate_half: Callable[[torch.Tensor], torch.Tensor] | None, d: int = 8) -> Feedback:
-    """Check ``my_rotate_half(x)``: ``[x1, x2] -> [-x2, x1]`` on the last dimension (halves of size d/2)."""
-    if is_placeholder(my_rotate_half):
-        return not_done()
-    x = _probe(d)
-    out = _call(my_rotate_half, x, "my_rotate_half")
-    if isinstance(out, Feedback):
-        return out
-    h = d // 2
-    x1, x2 = x[..., :h], x[..., h:]
-    want = torch.cat((-x2, x1), -1)
-    if _same(out, want):
-        return passed(
-            f"my_rotate_half turns each pair (x[i], x[i + {h}]) into (-x[i + {h}], x[i]): a quarter turn, the half layout's pairing."
-        )
-    if _same(out, torch.cat((x2, -x1), -1)):
-        return failed(
-            "Sign flipped: rotate_half is [-x2, x1] (minus on the moved second half), you returned [x2, -x1] — a rotation the other way."
-        )
-    if _same(out, torch.cat((x2, x1), -1)):
-        return failed("The halves are swapped but the minus sign is missing: rotate_half is [-x2, x1].")
-    pairs = x.unflatten(-1, (h, 2))
-    if _same(out, torch.stack((-pairs[..., 1], pairs[..., 0]), -1).flatten(-2)):
-        return failed(
-            f"You rotated adjacent pairs (2i, 2i+1) — that is the interleaved layout's quarter turn. "
-            f"rotate_half pairs feature i with feature i + d/2 = i + {h}: return torch.cat((-x2, x1), -1)."
-        )
-    if _same(out, -want) or _same(out, torch.cat((-x1, x2), -1)):
-        return failed("Close, but the signs are wrong: the first half of the output is -x2, the second half is +x1.")
-    if _same(out, x):
-        return failed(
-            "The output equals the input: split x into halves x1 = x[..., :d/2], x2 = x[..., d/2:] and return [-x2, x1]."
-        )
-    return failed(
-        "Not rotate_half: split the last dimension into halves x1, x2 and return torch.cat((-x2, x1), dim=-1)."
-    )
-
-
-@checker
-def check_to_half_layout(my_to_half: Callable[[torch.Tensor], torch.Tensor] | None, d: int = 8) -> Feedback:
-    """Check ``my_to_half(x)``: features of an interleaved-layout ``x`` reordered for the half layout (``x[..., P]``)."""
-    if is_placeholder(my_to_half):
-        return not_done()
-    x = _probe(d)
-    out = _call(my_to_half, x, "my_to_half")
-    if isinstance(out, Feedback):
-        return out
-    want = to_half_layout(x)
-    if _same(out, want):
-        # the point of the conversion: half-layout RoPE on converted q, k gives the original scores
-        q, k = x, _probe(d).flip(-1)
-        s_orig = apply_rope(q) @ apply_rope(k).transpose(-1, -2)
-        k_conv = _call(my_to_half, k, "my_to_half")
-        if isinstance(k_conv, Feedback):
-            return k_conv
-        s_conv = apply_rope(out, layout="half") @ apply_rope(k_conv, layout="half").transpose(-1, -2)
-        if not _same(s_conv, s_orig):  # pragma: no cover - a correct permutation always passes
-            return failed("The features are right for this x, but not for another one: is your function deterministic?")
-        return passed(
-            "Feature 2i goes to i and 2i+1 to i + d/2: with layout='half' the converted q and k give exactly the original scores."
-        )
-    if _same(out, to_interleaved_layout(x)):
-        return failed(
-            "That is the inverse permutation (half → interleaved). Here feature 2i must land at i and 2i+1 at i + d/2: "
-            "x[..., P] with P = [0, 2, 4, …, 1, 3, 5, …]."
-        )
-    if _same(out, x):
-        return failed(
-            "Nothing moved: the half layout pairs (i, i + d/2), so the even features go to the first half and the odd ones to the second."
-        )
-    odd_first = torch.cat((x[..., 1::2], x[..., 0::2]), -1)
-    if _same(out, odd_first):
-        return failed(
-            "Odd features first: pair (2i, 2i+1) must become (i, i + d/2), so the even feature 2i goes to the first half."
-        )
-    if _same(out.sort(dim=-1).values, x.sort(dim=-1).values):
-        return failed(
-            "Your output holds the right features in the wrong order: position i needs feature 2i, position i + d/2 needs feature 2i + 1."
-        )
-    return failed(
-        "Not a reordering of x's features: the conversion only permutes them (x[..., P], P = [0, 2, …, d-2, 1, 3, …, d-1])."
-    )
-
-
-@checker
-def check_score_prediction(
-    answer: float | torch.Tensor | None,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    m: int,
-    n: int,
-    *,
-    layout: str = "interleaved",
-) -> Feedback:
-    """Check a predicted score ``⟨R_m q, R_n k⟩`` for 1-D ``q``, ``k`` (rotated with ``apply_rope``)."""
-    if is_placeholder(answer):
-        return not_done()
-    value, problem = as_number(answer, "one number (a float or a one-element tensor)")
-    if problem is not None:
-        return problem
-    assert value is not None  # set whenever problem is None
-    q64, k64 = q.detach().double().reshape(1, -1), k.detach().double().reshape(1, -1)
-
-    def score(a: int, b: int, lay: str = layout) -> float:
-        return float((apply_rope(q64, [a], layout=lay) * apply_rope(k64, [b], layout=lay)).sum())
-
-    want = score(m, n)
-    tol = 1e-4 * max(1.0, abs(want))
-    if abs(value - want) <= tol:
-        return passed(
-            f"⟨R_{m} q, R_{n} k⟩ = {want:.4f}: it only depends on the offset m − n = {m - n}, so positions ({m - n}, 0) give it too."
-        )
-    if abs(value - float((q64 * k64).sum())) <= tol:
-        return failed(
-            "That is q·k without any rotation: the score depends on the offset m − n, so rotate q by m − n (or q by m and k by n)."
-        )
-    if abs(value - score(n, m)) <= tol:
-        return failed(
-            f"Offset sign: you computed the score for m − n = {n - m}; the query is at m = {m}, the key at n = {n}, offset {m - n}."
-        )
-    other = "half" if layout == "interleaved" else "interleaved"
-    if abs(value - score(m, n, other)) <= tol:
-        return failed(f"You rotated with layout='{other}'; these q and k use layout='{layout}'.")
-    return failed(f"{value:.4f} is not the score. Use the relative property: ⟨R_m q, R_n k⟩ = ⟨R_(m−n) q, k⟩.")
 
 
 def _real_tensor(out: object, label: str, shape: tuple[int, ...]) -> torch.Tensor | Feedback:
     """``out`` as a float64 CPU tensor of ``shape``, or feedback saying what it is instead."""
     if out is None or out is Ellipsis:
         return not_done()
+    if type(out).__module__ == "numpy" and hasattr(out, "__array__"):  # a NumPy array is an ordinary answer too
+        out = torch.as_tensor(out)
     if not isinstance(out, torch.Tensor):
         return failed(f"{label} returned a {type(out).__name__}; return a tensor.")
     if tuple(out.shape) != shape:
@@ -196,46 +44,73 @@ def _real_tensor(out: object, label: str, shape: tuple[int, ...]) -> torch.Tenso
 CONVERSION_CASES = ((2, 8, 16), (4, 4, 12), (3, 16, 10), (1, 6, 6))
 
 
-@checker
-def check_weight_conversion(my_convert: Callable[[torch.Tensor, int], torch.Tensor] | None) -> Feedback:
-    """Check ``my_convert(W, heads)``: the output features of a ``[heads·head_dim, d_in]`` projection reordered
-    per head with ``P = [0, 2, …, 1, 3, …]`` (interleaved → half), so half-layout RoPE gives the original scores.
+def _per_head(t: torch.Tensor, heads: int, fn: Callable[..., torch.Tensor]) -> torch.Tensor:
+    """``fn`` (a layout permutation) applied to the output features of ``t`` within each head's block."""
+    return fn(t.reshape(heads, t.shape[0] // heads, *t.shape[1:]), dim=1).reshape(t.shape)
 
-    Tried on several ``(heads, head_dim, d_in)``; the usual bugs (the permutation over all rows at once, the
-    inverse permutation, the input features permuted) are named.
+
+@checker
+def check_weight_conversion(my_convert: Callable[[torch.Tensor, torch.Tensor, int], object] | None) -> Feedback:
+    """Check ``my_convert(W, b, heads)``: a projection ``[heads·head_dim, d_in]`` and its bias ``[heads·head_dim]``
+    trained with half-layout RoPE, exported for interleaved-layout code: both reordered per head with the inverse
+    of ``P`` (``to_interleaved_layout``), so interleaved RoPE on ``x Wᵀ + b`` gives the original scores.
+
+    Tried on several ``(heads, head_dim, d_in)``; the usual bugs (the forward permutation instead of its inverse,
+    the bias left as it was, the permutation over all rows at once, the input features permuted) are named.
     """
     if is_placeholder(my_convert):
         return not_done()
     gen = torch.Generator().manual_seed(11)
     for heads, hd, d_in in CONVERSION_CASES:
         W = torch.randn(heads * hd, d_in, generator=gen, dtype=torch.float64)
-        label = f"my_convert(W, heads={heads}) with head_dim {hd}"
-        result, problem = attempt(label, my_convert, W.clone(), heads)
+        b = torch.randn(heads * hd, generator=gen, dtype=torch.float64)
+        label = f"my_convert(W, b, heads={heads}) with head_dim {hd}"
+        result, problem = attempt(label, my_convert, W.clone(), b.clone(), heads)
         if problem is not None:
             return problem
-        out = _real_tensor(result, label, tuple(W.shape))
-        if isinstance(out, Feedback):
-            return out
-        want = to_half_layout(W.view(heads, hd, d_in), dim=1).reshape(heads * hd, d_in)
-        if _same(out, want):
+        if result is None or result is Ellipsis:
+            return not_done()
+        if not isinstance(result, (tuple, list)) or len(result) != 2:
+            return failed(f"{label} must return two tensors, (W, b); got {type(result).__name__}.")
+        out_w = _real_tensor(result[0], label + " (the weight)", tuple(W.shape))
+        if isinstance(out_w, Feedback):
+            return out_w
+        out_b = _real_tensor(result[1], label + " (the bias)", tuple(b.shape))
+        if isinstance(out_b, Feedback):
+            return out_b
+        want_w, want_b = _per_head(W, heads, to_interleaved_layout), _per_head(b, heads, to_interleaved_layout)
+        w_ok, b_ok = _same(out_w, want_w), _same(out_b, want_b)
+        if w_ok and b_ok:
             continue
-        if _same(out, W[to_half_layout(torch.arange(heads * hd))]):
+        if _same(out_w, _per_head(W, heads, to_half_layout)) or (
+            not w_ok and _same(out_b, _per_head(b, heads, to_half_layout))
+        ):
+            return failed(
+                f"{label}: that permutation goes the other way (interleaved → half). This checkpoint is in the "
+                "half layout already: which feature sits at (i, i + head_dim/2), and where must it go?"
+            )
+        if _same(out_w, W[to_interleaved_layout(torch.arange(heads * hd))]) or _same(
+            out_w, W[to_half_layout(torch.arange(heads * hd))]
+        ):
             return failed(
                 f"{label}: you reordered all {heads * hd} output rows as if they were one head. RoPE pairs features "
                 "inside each head, so the permutation must act within each head's block of head_dim rows."
             )
-        if _same(out, to_interleaved_layout(W.view(heads, hd, d_in), dim=1).reshape(heads * hd, d_in)):
-            return failed(f"{label}: that is the inverse permutation (half → interleaved).")
-        if d_in % 2 == 0 and _same(out, to_half_layout(W, dim=1)):
+        if d_in % 2 == 0 and _same(out_w, to_interleaved_layout(W, dim=1)):
             return failed(f"{label}: you permuted the input features (columns). RoPE acts on the outputs: the rows.")
-        if _same(out, W):
-            return failed(f"{label}: nothing moved.")
-        if _same(out.sort(dim=0).values, W.sort(dim=0).values):
-            return failed(f"{label}: the rows are reordered, but not into the half layout's order.")
-        return failed(f"{label}: the result is not W with its rows reordered for the half layout.")
+        if w_ok and _same(out_b, b):
+            return failed(
+                f"{label}: the weight is right, but the bias is as it was. RoPE rotates q = x Wᵀ + b: every output "
+                "feature moves, the bias's included."
+            )
+        if w_ok:
+            return failed(f"{label}: the weight is right; the bias is not W's output features in the same new order.")
+        if _same(out_w, W):
+            return failed(f"{label}: nothing moved in the weight.")
+        return failed(f"{label}: the weight's rows are not in the interleaved layout's order, head by head.")
     return passed(
-        f"Right for every (heads, head_dim) tried ({len(CONVERSION_CASES)} shapes): the bug was the permutation over "
-        "all rows at once; per head, pair (2i, 2i+1) lands on (i, i + head_dim/2) and the scores are unchanged."
+        f"Right for every (heads, head_dim) tried ({len(CONVERSION_CASES)} shapes): per head, feature i + head_dim/2 "
+        "goes back next to feature i, and the bias moves with its rows; interleaved RoPE then gives the original scores."
     )
 
 
@@ -278,11 +153,21 @@ def check_angle_fix(my_cos_sin: Callable[..., object] | None, *, tol: float = 1e
             continue
         if _same(cos, want_sin) and _same(sin, want_cos):
             return failed(f"{label}: cos and sin are swapped.")
+        small = slice(0, 3)  # positions 0, 1 and 7: no precision is lost there, only a formula can be wrong
+        small_error = max(
+            (cos[small] - want_cos[small]).abs().max().item(), (sin[small] - want_sin[small]).abs().max().item()
+        )
+        if small_error > 1e-2:
+            return failed(
+                f"{label}: wrong already at positions 0, 1 and 7 (error {small_error:.2f}), where no precision is lost: "
+                "your frequencies θ_i differ from base^(−2i/head_dim). Check the base you use, the step of i, and the "
+                "divisor."
+            )
         if torch.bfloat16 in dtypes or torch.float16 in dtypes:
             return failed(
                 f"{label}: your tables came out in {[d for d in dtypes if d in (torch.bfloat16, torch.float16)][0]}: "
-                "autocast ran an operation of yours (a matrix product?) in low precision. Make the angles with an "
-                "elementwise product, in float64, and convert cos and sin to float32 at the end."
+                "autocast ran an operation of yours in low precision, so positions above 256 were rounded before "
+                "they became angles. Which of your operations does autocast touch, and which does it leave alone?"
             )
         if error < 0.05:
             return failed(
@@ -291,13 +176,13 @@ def check_angle_fix(my_cos_sin: Callable[..., object] | None, *, tol: float = 1e
                 "frequencies too, must be float64 (a float32 inv_freq is already rounded)."
             )
         return failed(
-            f"{label}: largest error {error:.2f} — the angles are badly wrong at large positions. Check that "
-            "positions and frequencies are not rounded to a low precision before they are multiplied: autocast runs "
-            "a matrix product in bf16, TF32 keeps 10 mantissa bits. An elementwise float64 product avoids both."
+            f"{label}: largest error {error:.2f}: right at small positions, badly wrong at large ones. Something "
+            "rounds the positions (or the angles) to a low precision before the cosine: look at which dtype each "
+            "step of your computation runs in under autocast."
         )
     return passed(
-        "Exact to float32 at every position and head size tried, even under autocast: the angles come from an "
-        "elementwise float64 product that autocast leaves alone."
+        "Exact to float32 at every position and head size tried, even under autocast: your angles never pass "
+        "through a low precision on their way to cos and sin."
     )
 
 
@@ -334,6 +219,11 @@ def check_turn_base(my_turn_base: Callable[[int, float, int], object] | None) ->
         want = _turn_base(head_dim, context, pair)
         if abs(value - want) <= 1e-6 * want:
             continue
+        if abs(value - want) <= 0.5 + 1e-9 * want:
+            return failed(
+                f"{label}: {value:.6g} is the right base rounded; give it unrounded (to 6 significant digits): "
+                "a base need not be an integer."
+            )
         near = functools.partial(_near_rel, value)
         if near(context ** (head_dim / (2 * pair))):
             return failed(f"{label}: a turn is 2π radians: the wavelength is 2π/θ_i, not 1/θ_i.")

@@ -120,6 +120,14 @@ def check_one_pass_rope(my_rope: Callable[[torch.Tensor, torch.Tensor, torch.Ten
                 "rope_stack(x, cos, sin) on a small input."
             )
         kernels = [op for op in ops if op["kernel"]]
+        made_from_data = sorted({op["op"] for op in ops} & {"tensor", "as_tensor", "from_numpy", "frombuffer"})
+        if made_from_data or sum(op["read_bytes"] for op in kernels) < x.nbytes:
+            how = f" (it builds its result with torch.{made_from_data[0]})" if made_from_data else ""
+            return failed(
+                f"{label}: right values, but the torch operations seen do not read x{how}: the work was done "
+                "outside torch (Python or NumPy), where the tracer cannot count it. The task is eager PyTorch "
+                "operations on x."
+            )
         if not kernels:
             return failed(
                 f"{label}: right values, but no torch operation was seen while it ran. The task is eager PyTorch "
@@ -173,11 +181,16 @@ def check_conversion_traffic(answer: object, *, low_bytes: int = 2, work_bytes: 
             f"{work} each, convert down reads {work} and writes {low}: {moved} bytes against the compulsory {2 * low}. "
             "A fused kernel converts in registers and moves only the compulsory bytes."
         )
+    # The usual slips, most plausible first; where two give the same number for these sizes, both are named.
     hints = [
         (
             ((low + 4) + 8 + (4 + low)) / (2 * low),
-            "That would be right for a float32 working copy (4 bytes per "
-            f"element); here the working dtype takes {work} bytes.",
+            "That is what section 4 traced for a float32 working copy (4 bytes per element); here the working "
+            f"dtype takes {work} bytes.",
+        ),
+        (
+            (low + work + work + low) / (2 * low),
+            "Did you leave out the rotation pass? It reads and writes the working dtype too.",
         ),
         (3, "That counts kernels (passes), not bytes: add up what each pass reads and writes."),
         (moved, f"That is bytes per element ({moved}); divide by the compulsory bytes per element."),
@@ -188,22 +201,16 @@ def check_conversion_traffic(answer: object, *, low_bytes: int = 2, work_bytes: 
         ),
         (
             4 * work / (2 * low),
-            "You left out the two conversion passes' traffic at the low-precision end, or counted "
-            "the rotation only: every pass reads its whole input and writes its whole output.",
+            "You counted every pass at the working dtype's size: each conversion moves both sizes (convert up "
+            "reads the low-precision input and writes the working copy, convert down the reverse).",
         ),
-        (
-            (low + work + work + low) / (2 * low),
-            "You left out the rotation pass: it reads and writes the working dtype too.",
-        ),
-        (
-            (work + 2 * work + work) / (2 * low),
-            "Each conversion moves both sizes: convert up reads the low-precision "
-            "input and writes the working copy (and convert down the reverse).",
-        ),
+        (2 * work / (2 * low), "That is the rotation pass alone: the two conversions are passes of their own."),
+        (moved / 2 / (2 * low), "That counts one direction only: every pass reads its input and writes its output."),
     ]
-    for wrong, hint in hints:
-        if abs(value - wrong) <= 0.01 * abs(wrong):
-            return failed(hint)
+    matching = [hint for wrong, hint in hints if abs(value - wrong) <= 0.01 * abs(wrong)]
+    if matching:
+        first, *others = dict.fromkeys(matching)
+        return failed(" ".join([first, *("Or: " + other[0].lower() + other[1:] for other in others)]))
     return failed(
         f"{value:g} is not it. List the three passes; for each, the bytes per element it reads and writes "
         f"({_DTYPE_BYTES[low]}: {low} bytes, {_DTYPE_BYTES[work]}: {work} bytes); divide the sum by what one "

@@ -1,11 +1,10 @@
-"""Checkers of notebook 07 (rotate_half, the half layout, the score prediction):
+"""Checkers of notebook 07 (the weight conversion, the angle fix, the turn base):
 right answers pass, the usual slips are named, any input gets feedback."""
 
 from __future__ import annotations
 
 import torch
 
-from pe_lessons.baselines import rope_complex_reference
 from pe_lessons.rotary import to_interleaved_layout
 
 
@@ -14,57 +13,43 @@ def perm(head_dim):
     return list(range(0, head_dim, 2)) + list(range(1, head_dim, 2))
 
 
-def test_exercise_checkers_accept_answers_and_name_mistakes():
-    from pe_lessons.exercises.nb07 import check_rotate_half, check_score_prediction, check_to_half_layout
-
-    def rotate_half(x):
-        h = x.shape[-1] // 2
-        return torch.cat((-x[..., h:], x[..., :h]), -1)
-
-    assert check_rotate_half(rotate_half).ok
-    assert not check_rotate_half(None).ok and "Not answered" in check_rotate_half(None).message
-    assert "Sign flipped" in check_rotate_half(lambda x: torch.cat((x[..., 4:], -x[..., :4]), -1)).message
-    interleaved_turn = lambda x: torch.stack((-x[..., 1::2], x[..., 0::2]), -1).flatten(-2)  # noqa: E731
-    assert "adjacent pairs (2i, 2i+1)" in check_rotate_half(interleaved_turn).message
-
-    assert check_to_half_layout(lambda x: x[..., perm(x.shape[-1])]).ok
-    assert "inverse permutation" in check_to_half_layout(to_interleaved_layout).message
-    assert "Nothing moved" in check_to_half_layout(lambda x: x).message
-
-    gen = torch.Generator().manual_seed(0)
-    q, k = torch.randn(16, generator=gen), torch.randn(16, generator=gen)
-    right = float(rope_complex_reference(q[None], [10]) @ k.double())
-    assert check_score_prediction(right, q, k, 5000, 4990).ok
-    assert "without any rotation" in check_score_prediction(float(q @ k), q, k, 5000, 4990).message
-    assert (
-        "Offset sign"
-        in check_score_prediction(float(rope_complex_reference(q[None], [-10]) @ k.double()), q, k, 5000, 4990).message
-    )
+def _export(W, b, heads):
+    """The right answer: half → interleaved, per head, for the weight's rows and the bias."""
+    return _per_head(W, heads, to_interleaved_layout), _per_head(b, heads, to_interleaved_layout)
 
 
-def _convert(W, heads):
-    from pe_lessons.rotary import to_half_layout
-
-    return to_half_layout(W.view(heads, W.shape[0] // heads, W.shape[1]), dim=1).reshape(W.shape)
+def _per_head(t, heads, fn):
+    return fn(t.reshape(heads, t.shape[0] // heads, *t.shape[1:]), dim=1).reshape(t.shape)
 
 
-def test_check_weight_conversion_finds_the_per_head_bug():
+def test_check_weight_conversion_finds_the_direction_and_the_bias():
     from pe_lessons.exercises.nb07 import check_weight_conversion
     from pe_lessons.rotary import to_half_layout
 
-    assert check_weight_conversion(_convert).ok
-    whole = check_weight_conversion(lambda W, heads: W[to_half_layout(torch.arange(W.shape[0]))])
-    assert not whole.ok and "one head" in whole.message
-    inverse = check_weight_conversion(
-        lambda W, heads: to_interleaved_layout(W.view(heads, -1, W.shape[1]), dim=1).reshape(W.shape)
+    assert check_weight_conversion(_export).ok
+    assert check_weight_conversion(lambda W, b, heads: list(_export(W, b, heads))).ok
+
+    # the same answer with the permutation written out by hand, as an index
+    def by_hand(W, b, heads):
+        inverse = torch.tensor(perm(W.shape[0] // heads)).argsort()
+        return tuple(t.reshape(heads, -1, *t.shape[1:])[:, inverse].reshape(t.shape) for t in (W, b))
+
+    assert check_weight_conversion(by_hand).ok
+    forward = check_weight_conversion(
+        lambda W, b, heads: (_per_head(W, heads, to_half_layout), _per_head(b, heads, to_half_layout))
     )
-    assert "inverse" in inverse.message
-    assert "columns" in check_weight_conversion(lambda W, heads: to_half_layout(W, dim=1)).message
-    assert "nothing moved" in check_weight_conversion(lambda W, heads: W).message
-    hard_coded = check_weight_conversion(lambda W, heads: _convert(W, 2))  # written for 2 heads only
+    assert not forward.ok and "other way" in forward.message
+    bias_kept = check_weight_conversion(lambda W, b, heads: (_export(W, b, heads)[0], b))
+    assert not bias_kept.ok and "bias is as it was" in bias_kept.message
+    whole = check_weight_conversion(lambda W, b, heads: (W[to_interleaved_layout(torch.arange(W.shape[0]))], b))
+    assert not whole.ok and "one head" in whole.message
+    columns = check_weight_conversion(lambda W, b, heads: (to_interleaved_layout(W, dim=1), b))
+    assert "columns" in columns.message
+    assert "nothing moved" in check_weight_conversion(lambda W, b, heads: (W, b)).message
+    hard_coded = check_weight_conversion(lambda W, b, heads: _export(W, b, 2))  # written for 2 heads only
     assert not hard_coded.ok and "heads=4" in hard_coded.message
     assert "Not answered" in check_weight_conversion(None).message
-    assert not check_weight_conversion(lambda W, heads: W.tolist()).ok
+    assert "two tensors" in check_weight_conversion(lambda W, b, heads: W).message
 
 
 def _cos_sin(positions, head_dim, base=10000.0, dtype=torch.float64, matmul=False):
@@ -114,3 +99,37 @@ def test_check_turn_base_probes_several_settings():
     assert not hard_coded.ok and "(64, 4096, 20)" in hard_coded.message
     assert "Not answered" in check_turn_base(None).message
     assert not check_turn_base(lambda d, c, i: "big").ok
+
+
+def test_turn_base_names_a_rounded_base():
+    import math
+
+    from pe_lessons.exercises.nb07 import check_turn_base
+
+    feedback = check_turn_base(lambda d, c, i: round((c / (2 * math.pi)) ** (d / (2 * i))))
+    assert not feedback.ok and "rounded" in feedback.message
+
+
+def test_angle_fix_tells_a_formula_slip_from_a_precision_bug():
+    from pe_lessons.exercises.nb07 import check_angle_fix
+
+    def fixed_base(positions, head_dim, base=10000.0):  # ignores base
+        angles = positions.double()[:, None] * 10000.0 ** (
+            -torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim
+        )
+        return angles.cos().float(), angles.sin().float()
+
+    def no_factor_two(positions, head_dim, base=10000.0):
+        angles = positions.double()[:, None] * base ** (-torch.arange(head_dim // 2, dtype=torch.float64) / head_dim)
+        return angles.cos().float(), angles.sin().float()
+
+    def as_matmul(positions, head_dim, base=10000.0):  # the bug of the exercise
+        inv_freq = base ** (-torch.arange(0, head_dim, 2).float() / head_dim)
+        angles = (inv_freq[:, None] @ positions[None, :].float()).T
+        return angles.cos(), angles.sin()
+
+    for slip in (fixed_base, no_factor_two):
+        feedback = check_angle_fix(slip)
+        assert not feedback.ok and "frequencies" in feedback.message, feedback
+    feedback = check_angle_fix(as_matmul)
+    assert not feedback.ok and "autocast" in feedback.message and "elementwise" not in feedback.message

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 import pytest
 import torch
 
@@ -70,24 +71,32 @@ def test_one_pass_rope_probes_several_head_sizes_and_uses_the_given_tables():
     assert not nb08.check_one_pass_rope(own_table).ok
 
 
-def test_one_pass_rope_needs_eager_torch_operations():
-    def numpy_rope(x, cos, sin):
-        return torch.from_numpy(rope_stack(x, cos, sin).numpy().copy())
+def _numpy_rotation(x, cos, sin):
+    a, c, s = x.numpy(), cos.numpy(), sin.numpy()
+    x1, x2 = a[..., 0::2], a[..., 1::2]
+    return np.stack((x1 * c - x2 * s, x1 * s + x2 * c), axis=-1).reshape(a.shape)
 
-    feedback = nb08.check_one_pass_rope(numpy_rope)
-    assert not feedback.ok  # from_numpy is not a kernel the tracer counts as work
+
+def test_one_pass_rope_needs_eager_torch_operations():
+    feedback = nb08.check_one_pass_rope(lambda x, c, s: torch.from_numpy(_numpy_rotation(x, c, s)))
+    assert not feedback.ok and "outside torch" in feedback.message
+    feedback = nb08.check_one_pass_rope(lambda x, c, s: torch.tensor(_numpy_rotation(x, c, s).tolist()))
+    assert not feedback.ok and "torch.tensor" in feedback.message
 
 
 def test_check_conversion_traffic():
     check = nb08.check_conversion_traffic
     assert check(9).ok and check(9.0).ok and check(torch.tensor(9.0)).ok
     assert check(5, low_bytes=2, work_bytes=4).ok  # bf16 through float32: 20 bytes for 4
-    assert "float32 working copy" in check(5).message  # section 4's case, not this one
+    assert "float32 working copy" in check(5).message and "rotation pass" in check(5).message  # both give 5 here
+    assert "rotation pass" in check(5, low_bytes=2, work_bytes=4).message or check(5, low_bytes=2, work_bytes=4).ok
     assert "kernels" in check(3).message
     assert "per element" in check(36).message
     assert "compulsory" in check(2.25).message
     assert "Not answered" in check(None).message
-    for wrong in (6, 7, 18, 1):
+    assert "working dtype's size" in check(8).message and "rotation pass alone" in check(4).message
+    assert "one direction" in check(4.5).message
+    for wrong in (6, 7, 18, 1, 8, 4, 4.5, 5, 2.25, 36):
         feedback = check(wrong)
         assert not feedback.ok and "9" not in feedback.message  # the hint never gives the answer
     with pytest.raises(ValueError):

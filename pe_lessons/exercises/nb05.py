@@ -168,7 +168,8 @@ _SOLVERS = frozenset(
         *("lstsq", "solve", "solve_ex", "solve_triangular", "triangular_solve", "cholesky_solve", "lu_solve"),
         *("inv", "inv_ex", "inverse", "pinv", "pinverse", "tensorsolve", "tensorinv", "cholesky", "cholesky_ex"),
         *("cholesky_inverse", "lu", "lu_factor", "lu_factor_ex", "qr", "svd", "svdvals", "eig", "eigh"),
-        *("eigvals", "eigvalsh", "best_linear_map"),
+        *("eigvals", "eigvalsh", "ldl_factor", "ldl_factor_ex", "ldl_solve", "lu_unpack", "geqrf", "ormqr"),
+        *("householder_product", "best_linear_map"),
     }
 )
 #: Ways to take the numbers out of torch (where the guard could no longer see or count the work).
@@ -267,8 +268,13 @@ _MODULE_NAMES = {
         "numpy": ("arcsin", "arccos", "arctan", "arctan2", "angle", "exp", "log"),
     },
     "solver": {
-        "numpy.linalg": ("lstsq", "solve", "inv", "pinv", "tensorsolve", "tensorinv", "svd", "qr", "eig", "eigh"),
-        "scipy.linalg": ("lstsq", "solve", "inv", "pinv", "svd", "qr", "lu_solve", "cho_solve", "solve_triangular"),
+        "numpy.linalg": (
+            *("lstsq", "solve", "inv", "pinv", "tensorsolve", "tensorinv", "svd", "qr", "eig", "eigh", "cholesky"),
+        ),
+        "scipy.linalg": (
+            *("lstsq", "solve", "inv", "pinv", "svd", "qr", "lu", "lu_factor", "lu_solve", "cho_factor", "cho_solve"),
+            *("cholesky", "ldl", "solve_triangular", "solve_banded", "solveh_banded"),
+        ),
     },
 }
 
@@ -638,13 +644,14 @@ def _only_converted(left: list[tuple[str, torch.Tensor | None]], result: object)
 # ----------------------------------------------------------------------------- many row products: my_shift_by
 
 
-_K_SMALL, _K_LARGE = 1023, 2**20 - 1  # 10 and 20 binary digits, all ones
+_K_TINY, _K_SMALL, _K_LARGE = 31, 1023, 2**20 - 1  # 5, 10 and 20 binary digits, all ones
+_OTHER_BASE = 500.0  # one probe's rows have another base: the frequencies must be read from pe_1
 
 
-def _reached(row: torch.Tensor, pos: int, k: int, d_model: int, tol: float) -> str:
+def _reached(row: torch.Tensor, pos: int, k: int, d_model: int, tol: float, base: float = 10000.0) -> str:
     """Where a wrong row of ``my_shift_by(PE(pos), PE(1), k)`` landed, as a hint (never the algorithm)."""
     span = torch.arange(-k - 2, 2 * k + 3)
-    near = _rows(pos + span, d_model)
+    near = _rows(pos + span, d_model, base)
     hits = ((near - row).abs().amax(dim=1) <= tol).nonzero().flatten()
     if hits.numel():
         j = int(span[hits[0]])
@@ -661,7 +668,7 @@ def _reached(row: torch.Tensor, pos: int, k: int, d_model: int, tol: float) -> s
                 "need their rows too."
             )
         return f"{at}: trace your loop by hand for k = {k} (binary {k:b})."
-    alone = _rows(span.clamp(min=0), d_model)
+    alone = _rows(span.clamp(min=0), d_model, base)
     if bool(((alone - row).abs().amax(dim=1) <= tol).any()):
         return f"your row does not depend on pe_pos: the result must start from PE(pos) (here pos = {pos})."
     norms = (row[0::2] ** 2 + row[1::2] ** 2).sqrt()
@@ -678,11 +685,19 @@ def _reached(row: torch.Tensor, pos: int, k: int, d_model: int, tol: float) -> s
 
 
 def _shift_by_case(
-    my_shift_by: Callable[..., object], d_model: int, pos: int, k: int, budget: int | None = None
+    my_shift_by: Callable[..., object],
+    d_model: int,
+    pos: int,
+    k: int,
+    budget: int | None = None,
+    base: float = 10000.0,
+    counts: tuple[int, int] = (0, 0),
 ) -> tuple[int, Feedback | None]:
-    """``(torch operations counted, None)`` when ``my_shift_by`` reaches PE(pos + k), else ``(0, feedback)``."""
-    pe = _rows([pos, 1], d_model)
-    label = f"my_shift_by(PE({pos}), PE(1), {k}) at d_model = {d_model}"
+    """``(torch operations counted, None)`` when ``my_shift_by`` reaches PE(pos + k), else ``(0, feedback)``;
+    ``counts`` are the operations counted for k = 31 and 1023 (for the message when ``budget`` stops the run)."""
+    pe = _rows([pos, 1], d_model, base)
+    at_base = "" if base == 10000.0 else f", base = {base:g}"
+    label = f"my_shift_by(PE({pos}), PE(1), {k}) at d_model = {d_model}{at_base}"
     max_numel = max(4 * d_model * d_model, 1024)
     try:
         got, problem, calls = _run_guarded(
@@ -703,9 +718,10 @@ def _shift_by_case(
                 "number of products you take."
             )
         return 0, failed(
-            f"For k = {_K_SMALL} your function ran {budget // 4 if budget else 0:,} torch operations; for "
-            f"k = {k:,} it ran more than {budget:,} and was stopped: its work grows like k (or √k), not like log k. "
-            "Recall §3(c), M_a M_b = M_(a+b): from the rows you already have, which offsets can one row product reach?"
+            f"For k = {_K_TINY} and k = {_K_SMALL} your function ran {counts[0]:,} and {counts[1]:,} torch "
+            f"operations; for k = {k:,} it ran more than {budget:,} and was stopped: its work grows like k (or √k), "
+            "not like log k. Recall §3(c), M_a M_b = M_(a+b): from the rows you already have, which offsets can one "
+            "row product reach?"
         )
     if problem is not None:
         return 0, problem
@@ -718,17 +734,23 @@ def _shift_by_case(
     row, _, problem = _row_answer(got, d_model, "my_shift_by")
     if problem is not None or row is None:
         return 0, problem if problem is not None else failed("my_shift_by returned no row.")
-    want = _rows([pos + k], d_model)[0]
+    want = _rows([pos + k], d_model, base)[0]
     tol = 1e-9 + 1e-14 * k  # the rounding of PE(1), carried k times, is about 1e-16·k
     if _same(row, want, tol):
         return calls, None
-    where = f"For pos = {pos}, k = {k}, d_model = {d_model}: "
+    where = f"For pos = {pos}, k = {k}, d_model = {d_model}{at_base}: "
+    if base != 10000.0 and _same(row, _combine(pe[0], _rows([k], d_model)[0]), tol):
+        return 0, failed(
+            where + f"these rows were built with base {base:g}, but your row turns each pair by "
+            "k·10000^(−2i/d_model), the step of base 10000. How far each pair turns per position is stored in "
+            "pe_1 (as its sine and cosine): take it from there, not from the formula."
+        )
     if k == 0:
         return 0, failed(where + "k = 0 must give PE(pos) back unchanged.")
     if k == 1:
         slip = _combine_slip(row, pe[0], pe[1], tol, float32_ok=False)
         return 0, failed(where + "(one row product of PE(pos) and PE(1)) " + slip)
-    return 0, failed(where + _reached(row, pos, k, d_model, tol))
+    return 0, failed(where + _reached(row, pos, k, d_model, tol, base))
 
 
 @checker
@@ -736,43 +758,68 @@ def check_shift_by(my_shift_by: Callable[..., object] | None, d_models: tuple[in
     """Check ``my_shift_by(pe_pos, pe_1, k) -> PE(pos + k)`` for ``k ≥ 0``: no sin or cos, and a number of
     torch operations that grows like ``log k``.
 
-    Probed at several widths and offsets up to ``2**20 − 1``. While the function runs, a
-    :class:`~torch.overrides.TorchFunctionMode` refuses sin, cos and the ways back to the angle
-    (functions, methods, in-place variants, operators; complex powers; ``matrix_power``) and the
-    ways out of torch (``tolist``, ``item``, ``numpy``, ``float`` …, where its work could not be
-    counted), and counts every torch call: for ``k = 2**20 − 1`` (20 binary digits) it may take at
-    most 4× the calls it took for ``k = 1023`` (10 digits); repeated doubling takes about 2×, a loop
-    of ``k`` products ~1000×. It may not build a tensor that grows with ``k`` either.
+    Probed at several widths and offsets up to ``2**20 − 1``, and at one width with rows of another base
+    (500), so frequencies computed from the formula instead of read from ``pe_1`` fail. While the function
+    runs, a :class:`~torch.overrides.TorchFunctionMode` refuses sin, cos and the ways back to the angle
+    (functions, methods, in-place variants, operators; complex powers; ``matrix_power``) and the ways out
+    of torch (``tolist``, ``item``, ``numpy``, ``float`` …, where its work could not be counted), and
+    counts every torch call. The work is judged by its *growth*, so that a fixed set-up (building ``M_1``
+    from ``pe_1``, say) does not hide it: with ``c(n)`` the calls for ``k = 2**n − 1`` (n binary digits,
+    all ones), a log-k solution has ``c(20) − c(10) ≈ 2 (c(10) − c(5))``. The run at ``k = 2**20 − 1`` is
+    stopped past ``c(10) + 4 (c(10) − c(5))`` calls (a loop of ``k`` products needs ~1000×, of ``√k``
+    ~30×), and a count that does not grow with ``k`` (ratio below 1.5) fails too. The function may not
+    build a tensor that grows with ``k`` either.
     """
     if is_placeholder(my_shift_by):
         return not_done()
     if not callable(my_shift_by):
         return failed(f"my_shift_by must be a function (pe_pos, pe_1, k) -> row; got {type(my_shift_by).__name__}.")
-    counts = (0, 0)
-    for d_model in d_models:
+    probes = [(d_model, 10000.0) for d_model in d_models]
+    probes.insert(min(2, len(probes)), (10, _OTHER_BASE))  # rows of another base, early among the widths
+    counts = (0, 0, 0)
+    for d_model, base in probes:
         for pos, k in ((5, 1), (9, 0), (17, 2), (3, 7), (40, 100), (12, 4097)):
-            _, problem = _shift_by_case(my_shift_by, d_model, pos, k)
+            _, problem = _shift_by_case(my_shift_by, d_model, pos, k, base=base)
             if problem is not None:
                 return problem
-        small, problem = _shift_by_case(my_shift_by, d_model, 11, _K_SMALL)
+        tiny, problem = _shift_by_case(my_shift_by, d_model, 6, _K_TINY, base=base)
         if problem is not None:
             return problem
-        large, problem = _shift_by_case(my_shift_by, d_model, 2, _K_LARGE, budget=4 * max(small, 5))
+        small, problem = _shift_by_case(my_shift_by, d_model, 11, _K_SMALL, base=base)
         if problem is not None:
             return problem
-        counts = (small, large)
-    ratio = counts[1] / max(counts[0], 1)
-    done = (
-        f"my_shift_by reaches PE(pos + k) for k from 0 to {_K_LARGE:,} at d_model = {', '.join(map(str, d_models))}, "
-        f"with no sin or cos: {counts[0]} torch operations for k = {_K_SMALL}, {counts[1]} for k = {_K_LARGE:,} "
-        f"({ratio:.1f}×, for twice the binary digits)"
-    )
-    if ratio > 1.3:
-        return passed(
-            done + ": the work grows like log k, because M_a M_b = M_(a+b) lets each product double an offset "
-            "you already have."
+        budget = small + 4 * max(small - tiny, 5)
+        large, problem = _shift_by_case(
+            my_shift_by, d_model, 2, _K_LARGE, budget=budget, base=base, counts=(tiny, small)
         )
-    return passed(done + ": the work hardly depends on k here (a fixed number of doublings?).")
+        if problem is not None:
+            return problem
+        counts = (tiny, small, large)
+    tiny, small, large = counts
+    first, second = small - tiny, large - small  # the growth over 5 more binary digits, then over 10 more
+    ratio = second / first if first > 0 else math.inf if second > 0 else 0.0
+    seen = (
+        f"{tiny}, {small} and {large} torch operations for k = {_K_TINY}, {_K_SMALL} and {_K_LARGE:,} "
+        f"(5, 10 and 20 binary digits) at d_model = {d_models[-1]}"
+    )
+    if ratio < 1.5:
+        return failed(
+            f"my_shift_by gives the right rows, but its work does not grow with k: {seen}, i.e. {first} more from "
+            f"5 to 10 digits and {second} more from 10 to 20. A fixed amount of work covers only the offsets it was "
+            "made for: the exercise asks for about log₂ k row products, as many doublings as k has binary digits "
+            "(and no more)."
+        )
+    per_digit = second / 10
+    setup = large - round(20 * per_digit)
+    after = f" after a fixed set-up of about {setup}" if setup >= 2 * per_digit else ""
+    return passed(
+        f"my_shift_by reaches PE(pos + k) for k from 0 to {_K_LARGE:,} at d_model = {', '.join(map(str, d_models))} "
+        f"and at base {_OTHER_BASE:g}, with no sin or cos: {seen}. The growth is what counts: {first} more for "
+        f"the 5 digits from {_K_TINY} to {_K_SMALL}, {second} more for the 10 digits from {_K_SMALL} to "
+        f"{_K_LARGE:,} ({ratio:.1f}×) — about {per_digit:.0f} operations per binary digit of k{after}. "
+        "The work grows like log k, because M_a M_b = M_(a+b) lets each product double "
+        "an offset you already have."
+    )
 
 
 # ----------------------------------------------------------------------------- exercise 1: the other layout
@@ -972,14 +1019,16 @@ def check_return_offset(answer: object, max_offset: int = 100) -> Feedback:
     if k == best:
         turns = round(best / (2 * math.pi))
         returns = ", ".join(str(round(2 * math.pi * n)) for n in range(1, 9))
-        peaks = {d: ", ".join(map(str, _ripple_peaks(d))) for d in (16, 64, 512)}
+        found = {d: _ripple_peaks(d) for d in (16, 64, 512)}
+        peaks = {d: ", ".join(map(str, ks)) for d, ks in found.items()}
+        not_at_64 = ", ".join(str(p) for p in found[16] if p not in found[64])
         return passed(
             f"k = {best}: pair 0 turns by {best} rad = {best / (2 * math.pi):.4f} full turns and lands "
             f"{_distance(best):.4f} from its start (2π ≈ {best}/{turns}). Pair 0 comes back near k = {returns}. "
             f"In §4, s(k) at d_model = 16 has its local maxima (k ≤ 50) at k = {peaks[16]}: at that width the "
-            f"ripples follow pair 0's returns. At d_model = 64 they are at k = {peaks[64]}, and at 512 only at "
-            f"k = {peaks[512]}: in wider models the peaks leave pair 0's returns (§4: there the rises come from 8 and 64 "
-            "fast pairs, not from pair 0 alone)."
+            f"ripples follow pair 0's returns. At d_model = 64 they are at k = {peaks[64]} (not at {not_at_64}), "
+            f"and at 512 only at k = {peaks[512]}: in wider models the peaks move off pair 0's returns, and most "
+            "returns show no peak at all (§4: there the rises come from 8 and 64 fast pairs, not from pair 0 alone)."
         )
     miss = math.remainder(k, 2 * math.pi)
     if k in (6, 7):

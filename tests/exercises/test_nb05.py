@@ -594,18 +594,95 @@ def test_check_shift_by_names_the_width_and_never_mentions_float32_where_it_is_r
     assert "close but not exact" in message and "float32" not in message
 
 
-def test_check_shift_by_pass_message_follows_the_measured_ratio():
-    def fixed_doublings(pe_pos, pe_1, k):  # always 24 doublings: the count hardly depends on k
-        result, power = pe_pos, pe_1
-        for j in range(24):
-            if k >> j & 1:
-                result = _product(result, power)
-            power = _product(power, power)
-        return result
+def _fixed_doublings(pe_pos, pe_1, k):  # always 24 doublings; the products still follow k's binary digits
+    result, power = pe_pos, pe_1
+    for j in range(24):
+        if k >> j & 1:
+            result = _product(result, power)
+        power = _product(power, power)
+    return result
 
-    feedback = check_shift_by(fixed_doublings)
-    assert feedback.ok and "hardly depends on k" in feedback.message and "grows like log k" not in feedback.message
+
+def _constant_work(pe_pos, pe_1, k):  # 24 doublings and 24 products, each kept or not by torch.where
+    result, power = pe_pos, pe_1
+    for j in range(24):
+        result = torch.where(torch.tensor(bool(k >> j & 1)), _product(result, power), result)
+        power = _product(power, power)
+    return result
+
+
+def _hand_squared(pe_pos, pe_1, k):  # M_1 built from pe_1 (a fixed set-up of ~4 writes per pair), then squared
+    d = pe_pos.numel()
+    m = torch.zeros(d, d, dtype=torch.float64)
+    for i in range(0, d, 2):
+        m[i, i], m[i, i + 1], m[i + 1, i], m[i + 1, i + 1] = pe_1[i + 1], pe_1[i], -pe_1[i], pe_1[i + 1]
+    result = pe_pos
+    while k:
+        if k & 1:
+            result = m @ result
+        m = m @ m
+        k >>= 1
+    return result
+
+
+def _taylor_base_10000(pe_pos, pe_1, k):  # ignores pe_1: PE(k) from the formula (base 10000) and a Taylor series
+    d = pe_pos.numel()
+    w = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    x = torch.remainder(k * w + math.pi, 2 * math.pi) - math.pi
+    s, c, term = torch.zeros_like(x), torch.zeros_like(x), torch.ones_like(x)
+    for n in range(40):
+        if n % 4 == 0:
+            c = c + term
+        elif n % 4 == 1:
+            s = s + term
+        elif n % 4 == 2:
+            c = c - term
+        else:
+            s = s - term
+        term = term * x / (n + 1)
+    return _product(pe_pos, torch.stack((s, c), -1).flatten())
+
+
+def test_check_shift_by_judges_the_growth_of_the_work_not_its_total():
+    """Review 4: the work is judged by its growth with k's binary digits, so a fixed set-up (building M_1 by hand)
+    does not hide log₂ k squarings, and a count that does not grow with k fails."""
+    feedback = check_shift_by(_hand_squared)
+    assert feedback.ok and "grows like log k" in feedback.message and "set-up of about" in feedback.message, feedback
+    assert "(2.0×)" in feedback.message
+    feedback = check_shift_by(_fixed_doublings)
+    assert feedback.ok and "grows like log k" in feedback.message, feedback
+    feedback = check_shift_by(_constant_work)
+    assert not feedback.ok and "does not grow with k" in feedback.message, feedback
     assert "grows like log k" in check_shift_by(_by_doubling).message
+
+
+def test_check_shift_by_probes_rows_of_another_base():
+    """Review 4: an answer that computes its frequencies from the formula (base 10000) instead of reading them
+    from pe_1 passed every base-10000 probe with a constant count; the base-500 probe names the slip."""
+    feedback = check_shift_by(_taylor_base_10000)
+    assert not feedback.ok and "base = 500" in feedback.message and "pe_1" in feedback.message, feedback
+    row = _taylor_base_10000(*sinusoidal_table(2, 16, dtype=torch.float64).flip(0), 1000)  # PE(1) shifted by 1000
+    assert (row - sinusoidal_table(1002, 16, dtype=torch.float64)[1001]).abs().max() < 1e-9  # right at base 10000
+
+
+@pytest.mark.parametrize(
+    "solve",
+    [
+        lambda x, y: torch.linalg.ldl_solve(*torch.linalg.ldl_factor(x.T @ x), x.T @ y),
+        lambda x, y: torch.linalg.lu_solve(*torch.linalg.lu_factor(x.T @ x), x.T @ y),
+        lambda x, y: torch.cholesky_solve(x.T @ y, torch.linalg.cholesky(x.T @ x)),
+    ],
+    ids=["ldl", "lu", "cholesky"],
+)
+def test_concat_offset_refuses_factor_and_solve_pairs(solve):
+    """Review 4: ldl_factor + ldl_solve on the normal equations passed; every torch.linalg factor/solve is refused."""
+
+    def fit(k, d, base=10000.0):
+        x, y = (torch.as_tensor(v) for v in _concat_rows(k, d, base))
+        return solve(x, y).T
+
+    feedback = check_concat_offset(fit)
+    assert not feedback.ok and "torch.linalg" in feedback.message, feedback
 
 
 # ----------------------------------------------------------------------------- review 3's points

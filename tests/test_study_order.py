@@ -72,6 +72,14 @@ def test_starts_of_the_controls():
     sized = order.make("learned, sized start", 3).position.weight.detach()
     assert 3.5 < sized.norm(dim=1).mean().item() < 4.5
     assert torch.equal(order.make("learned, sinusoid start", 0).position.weight.detach(), sinusoidal_table(12, 32))
+    table = sinusoidal_table(12, 32)
+    matched = order.make("learned, matched start", 3).position.weight.detach()
+    assert (matched.mean(0) - table.mean(0)).abs().max().item() < 0.3  # the sinusoids' offset, up to the noise
+    centred_norm = (table - table.mean(0)).norm(dim=1).mean().item()
+    assert abs((matched - matched.mean(0)).norm(dim=1).mean().item() - centred_norm) < 0.3  # and their spread
+    shuffled = order.make("learned, shuffled sinusoids", 3).position.weight.detach()
+    assert not torch.equal(shuffled, table)
+    assert torch.equal(shuffled[shuffled[:, 0].argsort()], table[table[:, 0].argsort()])  # the same rows
     default = order.make("learned", 0).position.weight.detach()
     assert default.norm(dim=1).mean().item() < 0.2
     with pytest.raises(ValueError, match="model must be one of"):

@@ -54,8 +54,8 @@ def _int_set(values: object) -> set[int] | None:
 
 #: (max_len, d_model) sizes the learned-module checker tries after the one it is given.
 LEARNED_SIZES = ((3, 8), (10, 2))
-#: Largest standard deviation accepted for the table's start ("small random values"; BERT uses 0.02, and the
-#: token embeddings of nn.Embedding start at 1).
+#: Largest standard deviation, and largest root mean square, accepted for the table's start ("small random
+#: values" around 0; BERT uses N(0, 0.02²), and the token embeddings of nn.Embedding start at 1).
 MAX_INIT_STD = 0.2
 
 
@@ -113,6 +113,14 @@ def _check_learned_module(cls: type, max_len: int, d_model: int) -> Feedback:
             f"With max_len = {max_len}, d_model = {d_model}, your table starts with standard deviation {std:.3g}: start "
             f"it at small random values (BERT uses 0.02), so that positions start as a small nudge to the token "
             f"embeddings, not as large as they are."
+        )
+    rms = table.detach().double().square().mean().sqrt().item()
+    if rms > MAX_INIT_STD:  # small spread, large offset: every row far from zero
+        mean = table.detach().double().mean().item()
+        return failed(
+            f"With max_len = {max_len}, d_model = {d_model}, your table's entries are small in spread but average "
+            f"{mean:.3g}: draw them around 0 (BERT: mean 0, standard deviation 0.02), so that positions start as a "
+            f"small nudge to the token embeddings, not a large shared offset."
         )
     if max_len > 1 and torch.pdist(table.detach().double()).min().item() == 0:
         return failed(

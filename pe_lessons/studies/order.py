@@ -13,7 +13,11 @@ task, seq_len=(8, 12), steps=300, seed=seed)``), for every model of :data:`MODEL
   row norm, ``N(0, 1/2)`` drawn from seed ``100 + seed`` (rows of norm about 4, like a sinusoidal row);
 - ``learned, spread start``: the same with ``N(0, 1/10)``: rows of norm about 1.8, the norm of the
   sinusoidal rows once their shared mean is removed (how far apart the positions are);
-- ``learned, sinusoid start``: the learned model with its table started *as* the sinusoids.
+- ``learned, sinusoid start``: the learned model with its table started *as* the sinusoids;
+- ``learned, matched start``: the sinusoids' mean row plus ``N(0, 1/10)`` (seed ``100 + seed``): the
+  sinusoids' size in every respect (row norm about 4, spread about 1.8, the same shared offset), no order;
+- ``learned, shuffled sinusoids``: the sinusoids' very rows, in a random order (``randperm`` of seed
+  ``100 + seed``): their size and their vectors, not their order.
 
 Every measurement is one row of the results frame, with columns ``measure``, ``model``, ``seed``,
 ``length``, ``position`` (empty where they do not apply) and ``value``. The measures:
@@ -42,7 +46,7 @@ Every measurement is one row of the results frame, with columns ``measure``, ``m
   ``table_cosine`` (mean cosine of rows ``position`` apart) and ``table_moved`` (‖trained − initial‖ /
   ‖initial‖).
 
-:func:`run` recomputes it (about three minutes of one CPU core); ``python -m pe_lessons.studies order``
+:func:`run` recomputes it (about five minutes of one CPU core); ``python -m pe_lessons.studies order``
 writes the committed file. Training runs on one thread, so a run repeats bit for bit on one machine;
 another CPU can move the last bits, which training amplifies a little.
 """
@@ -90,6 +94,8 @@ MODELS = (
     "learned, sized start",
     "learned, spread start",
     "learned, sinusoid start",
+    "learned, matched start",
+    "learned, shuffled sinusoids",
     "rotary",
     "rotary, base 1e6",
 )
@@ -123,11 +129,16 @@ def make(model: str, seed: int) -> ToyTransformer:
     net = make_model(task(), scheme, max_len=MAX_LEN, seed=seed, **kwargs)
     if scheme == "learned" and model != scheme:
         shape = (MAX_LEN, net.d_model)
+        gen = torch.Generator().manual_seed(100 + seed)
         if model == "learned, sinusoid start":
             start = sinusoidal_table(*shape)
+        elif model == "learned, matched start":  # the sinusoids' mean row + the spread of their centred rows
+            start = sinusoidal_table(*shape).mean(0) + torch.randn(*shape, generator=gen) * math.sqrt(0.1)
+        elif model == "learned, shuffled sinusoids":  # the very same rows, in another order
+            start = sinusoidal_table(*shape)[torch.randperm(MAX_LEN, generator=gen)]
         else:  # the sinusoids' row norm, sqrt(d_model/2); or the spread of their centred rows, about 1.8
             variance = 0.5 if model == "learned, sized start" else 0.1
-            start = torch.randn(*shape, generator=torch.Generator().manual_seed(100 + seed)) * math.sqrt(variance)
+            start = torch.randn(*shape, generator=gen) * math.sqrt(variance)
         with torch.no_grad():
             _table(net).copy_(start)
     return net

@@ -53,6 +53,12 @@ class _UnitStart(_Right):  # nn.Embedding's default N(0, 1): as large as the tok
         self.weight = nn.Parameter(torch.randn(max_len, d_model))
 
 
+class _OffsetStart(_Right):  # a small spread around 5: every row far from zero (the std alone looks fine)
+    def __init__(self, max_len, d_model):
+        super().__init__(max_len, d_model)
+        self.weight = nn.Parameter(torch.randn(max_len, d_model) * 0.02 + 5)
+
+
 class _DetachesX(_Right):
     def forward(self, x):
         return super().forward(x.detach())
@@ -292,6 +298,7 @@ def test_check_learned_module_enforces_the_task():
         (_InPlace, "in place"),
         (_Constant, "start equal"),
         (_UnitStart, "small random values"),
+        (_OffsetStart, "draw them around 0"),
         (_DetachesX, "No gradient reaches x"),
         (_Wrapper, "write the table yourself"),
         (_HugeStart, "write the table yourself"),

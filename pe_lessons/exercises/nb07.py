@@ -190,6 +190,19 @@ def check_first_wrong_position(position: object, error: object) -> Feedback:
     )
 
 
+def _dtype_of(out: object) -> torch.dtype | str:
+    """The torch dtype of a tensor, or of a NumPy array or scalar (NumPy's float32 is float32 too); otherwise the
+    name of its type."""
+    if isinstance(out, torch.Tensor):
+        return out.dtype
+    if type(out).__module__ == "numpy" and hasattr(out, "__array__"):
+        try:
+            return torch.as_tensor(out).dtype
+        except (TypeError, RuntimeError):
+            pass
+    return type(out).__name__
+
+
 def _exact_cos_sin(positions: torch.Tensor, head_dim: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
     angles = positions.double()[:, None] * rope_frequencies(head_dim, base)
     return angles.cos(), angles.sin()
@@ -214,7 +227,7 @@ def check_angle_fix(my_cos_sin: Callable[..., object] | None, *, tol: float = 1e
         shape = (len(positions), head_dim // 2)
         if isinstance(out[0], torch.Tensor) and tuple(out[0].shape) == (len(positions), head_dim):
             return failed(f"{label}: return one column per pair, shape {list(shape)} (not repeated for both halves).")
-        dtypes = [t.dtype if isinstance(t, torch.Tensor) else None for t in out]
+        dtypes = [_dtype_of(t) for t in out]
         got = [_real_tensor(t, label, shape) for t in out]
         for g in got:
             if isinstance(g, Feedback):
@@ -225,7 +238,10 @@ def check_angle_fix(my_cos_sin: Callable[..., object] | None, *, tol: float = 1e
         error = max((cos - want_cos).abs().max().item(), (sin - want_sin).abs().max().item())
         if error <= tol:
             if any(d != torch.float32 for d in dtypes):
-                return failed(f"{label}: the values are right, but return them as float32 (got {dtypes}).")
+                got_types = ", ".join(str(d).removeprefix("torch.") for d in dtypes)
+                return failed(
+                    f"{label}: the values are right, but return them as float32 tensors or arrays (got {got_types})."
+                )
             continue
         if _same(cos, want_sin) and _same(sin, want_cos):
             return failed(f"{label}: cos and sin are swapped.")
@@ -248,8 +264,9 @@ def check_angle_fix(my_cos_sin: Callable[..., object] | None, *, tol: float = 1e
         if error < 0.05:
             return failed(
                 f"{label}: largest error {error:.1e}, above {tol:g}. That is the size of float32 angles' rounding: "
-                "near position 100 000 one float32 step is about 0.008 rad. Every input of the product, the "
-                "frequencies too, must be float64 (a float32 inv_freq is already rounded)."
+                "near position 100 000 one float32 step is about 0.008 rad. How many significant digits does an "
+                f"angle of 100 000 rad need to be right to {tol:g}, and does every number that enters your product "
+                "(each factor, not only the result) carry that many?"
             )
         return failed(
             f"{label}: largest error {error:.2f}: right at small positions, badly wrong at large ones. Something "

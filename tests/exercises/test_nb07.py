@@ -65,7 +65,8 @@ def test_check_angle_fix_runs_under_autocast_and_names_the_bug():
     autocast_bug = check_angle_fix(lambda p, d, base=1e4: _cos_sin(p, d, base, torch.float32, matmul=True))
     assert not autocast_bug.ok and "autocast" in autocast_bug.message
     float32_angles = check_angle_fix(lambda p, d, base=1e4: _cos_sin(p, d, base, torch.float32))
-    assert not float32_angles.ok and "float64" in float32_angles.message
+    assert not float32_angles.ok and "significant digits" in float32_angles.message
+    assert "float64" not in float32_angles.message  # a hint, not the answer
     swapped = check_angle_fix(lambda p, d, base=1e4: _cos_sin(p, d, base)[::-1])
     assert "swapped" in swapped.message
     ignores_base = check_angle_fix(lambda p, d, base=1e4: _cos_sin(p, d))
@@ -73,9 +74,30 @@ def test_check_angle_fix_runs_under_autocast_and_names_the_bug():
     repeated = check_angle_fix(lambda p, d, base=1e4: tuple(t.repeat(1, 2) for t in _cos_sin(p, d, base)))
     assert "one column per pair" in repeated.message
     as_float64 = check_angle_fix(lambda p, d, base=1e4: tuple(t.double() for t in _cos_sin(p, d, base)))
-    assert not as_float64.ok and "float32" in as_float64.message
+    assert not as_float64.ok and "float32" in as_float64.message and "float64, float64" in as_float64.message
     assert not torch.is_autocast_enabled("cpu")  # the checker's autocast does not leak
     assert "Not answered" in check_angle_fix(None).message
+
+
+def test_check_angle_fix_accepts_numpy_float32_and_names_other_types():
+    import numpy as np
+
+    from pe_lessons.exercises.nb07 import check_angle_fix
+
+    as_numpy = check_angle_fix(lambda p, d, base=1e4: tuple(t.numpy() for t in _cos_sin(p, d, base)))
+    assert as_numpy.ok, as_numpy.message
+    as_list = check_angle_fix(lambda p, d, base=1e4: [t.numpy() for t in _cos_sin(p, d, base)])
+    assert as_list.ok, as_list.message
+    numpy64 = check_angle_fix(lambda p, d, base=1e4: tuple(t.numpy().astype(np.float64) for t in _cos_sin(p, d, base)))
+    assert not numpy64.ok and "float64, float64" in numpy64.message and "None" not in numpy64.message
+
+    def numpy_elementwise_float32(positions, head_dim, base=10000.0):  # the plausible fix, in NumPy float32
+        inv = (base ** (-np.arange(0, head_dim, 2) / head_dim)).astype(np.float32)
+        angles = positions.numpy().astype(np.float32)[:, None] * inv
+        return np.cos(angles), np.sin(angles)
+
+    feedback = check_angle_fix(numpy_elementwise_float32)
+    assert not feedback.ok and "significant digits" in feedback.message and "float64" not in feedback.message
 
 
 def test_check_turn_base_probes_several_settings():

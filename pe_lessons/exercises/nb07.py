@@ -9,10 +9,21 @@ from collections.abc import Callable
 import torch
 
 from ..rotary import rope_frequencies, to_half_layout, to_interleaved_layout
-from ._feedback import Feedback, as_number, attempt, checker, failed, is_placeholder, not_done, passed
+from ._feedback import (
+    Feedback,
+    as_integer,
+    as_number,
+    attempt,
+    checker,
+    failed,
+    is_placeholder,
+    not_done,
+    passed,
+)
 
 __all__ = [
     "check_weight_conversion",
+    "check_first_wrong_position",
     "check_angle_fix",
     "check_turn_base",
 ]
@@ -114,6 +125,71 @@ def check_weight_conversion(my_convert: Callable[[torch.Tensor, torch.Tensor, in
     )
 
 
+def _first_wrong_integer(dtype: torch.dtype) -> int:
+    """The smallest positive integer that ``dtype`` does not hold exactly: 2**bits + 1, where ``bits`` counts
+    the significant bits, the leading one included (bfloat16 8, float16 11, float32 24)."""
+    return 2 ** round(1 - math.log2(torch.finfo(dtype).eps)) + 1
+
+
+@checker
+def check_first_wrong_position(position: object, error: object) -> Feedback:
+    """Check the derivation of exercise 2: the smallest integer position at which ``buggy_cos_sin``'s pair-0 angle
+    (θ₀ = 1, exact angle = the position) is wrong under ``torch.autocast("cpu", dtype=torch.bfloat16)``, and how
+    many radians it is off there. Any integer form (int, 257.0, a NumPy number, a one-element tensor) is accepted."""
+    if is_placeholder(position) or is_placeholder(error):
+        return not_done()
+    got, problem = as_integer(position, "a whole position (an integer)")
+    if problem is not None:
+        return problem
+    assert got is not None  # as_integer gave feedback otherwise
+    off, problem = as_number(error, "the size of the error in radians (a number)")
+    if problem is not None:
+        return problem
+    assert off is not None
+    want = _first_wrong_integer(torch.bfloat16)
+    if got != want:
+        if got == _first_wrong_integer(torch.float16):
+            return failed(
+                f"{got} is where float16 first fails: that counts float16's 11 significant bits. bfloat16 keeps fewer."
+            )
+        if got == _first_wrong_integer(torch.float32):
+            return failed(
+                f"{got} is where float32 first fails (24 significant bits). Under autocast the matmul's "
+                "inputs are rounded to bfloat16 first."
+            )
+        if got in (want // 2, want // 2 + 1):
+            return failed(
+                f"Position {got}: bfloat16 keeps 8 significant bits including the leading one (7 are stored, the "
+                "leading one is implied). With 8 bits, how large an integer can you still write exactly?"
+            )
+        if 0 <= got < want:
+            return failed(
+                f"Position {got} is still held exactly: it needs at most 8 significant bits, and bfloat16 keeps 8. "
+                "Which is the first integer that needs more?"
+            )
+        if got > want:
+            return failed(
+                f"Position {got} is past the first wrong one: a smaller integer already needs more significant bits "
+                "than bfloat16 keeps."
+            )
+        return failed(f"Position {got}: positions count from 0 upwards; which is the first that bfloat16 cannot hold?")
+    if abs(abs(off) - 1.0) > 1e-6:
+        if abs(off) < 1e-6:
+            return failed(
+                f"The position is right, but an error of {off:g}? At that position bfloat16 cannot hold the integer, "
+                "so the rounded position, and with it the angle, differs from it."
+            )
+        return failed(
+            f"The position is right; the error {off:g} rad is not. bfloat16 rounds the position to the nearest number "
+            "it holds: how far apart are its neighbours there? And the matmul's output (1 × the rounded position) is "
+            "itself a bfloat16 number: does rounding it change anything?"
+        )
+    return passed(
+        f"Right: {want} needs 9 significant bits, so bfloat16 rounds it to a neighbour and pair 0's angle is "
+        f"{abs(off):g} radian off (almost a sixth of a turn). Now run the buggy function and see it."
+    )
+
+
 def _exact_cos_sin(positions: torch.Tensor, head_dim: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
     angles = positions.double()[:, None] * rope_frequencies(head_dim, base)
     return angles.cos(), angles.sin()
@@ -166,7 +242,7 @@ def check_angle_fix(my_cos_sin: Callable[..., object] | None, *, tol: float = 1e
         if torch.bfloat16 in dtypes or torch.float16 in dtypes:
             return failed(
                 f"{label}: your tables came out in {[d for d in dtypes if d in (torch.bfloat16, torch.float16)][0]}: "
-                "autocast ran an operation of yours in low precision, so positions above 256 were rounded before "
+                "autocast ran an operation of yours in low precision, so large positions were rounded before "
                 "they became angles. Which of your operations does autocast touch, and which does it leave alone?"
             )
         if error < 0.05:

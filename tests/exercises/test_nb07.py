@@ -1,4 +1,4 @@
-"""Checkers of notebook 07 (the weight conversion, the angle fix, the turn base):
+"""Checkers of notebook 07 (the weight conversion, the first wrong bf16 position, the angle fix, the turn base):
 right answers pass, the usual slips are named, any input gets feedback."""
 
 from __future__ import annotations
@@ -133,3 +133,49 @@ def test_angle_fix_tells_a_formula_slip_from_a_precision_bug():
         assert not feedback.ok and "frequencies" in feedback.message, feedback
     feedback = check_angle_fix(as_matmul)
     assert not feedback.ok and "autocast" in feedback.message and "elementwise" not in feedback.message
+
+
+def _pair0_angle_under_autocast(position):
+    """Pair 0's angle (θ₀ = 1) as the notebook's buggy matmul computes it under CPU autocast to bfloat16."""
+    inv_freq = 10000.0 ** (-torch.arange(0, 8, 2).float() / 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        angles = (inv_freq[:, None] @ torch.tensor([position]).float()[None, :]).T
+    return angles[0, 0].item()
+
+
+def test_check_first_wrong_position_matches_the_buggy_matmul_and_accepts_any_form():
+    import numpy as np
+
+    from pe_lessons.exercises.nb07 import check_first_wrong_position
+
+    wrong = [p for p in range(1, 600) if _pair0_angle_under_autocast(p) != p]
+    first, error = wrong[0], _pair0_angle_under_autocast(wrong[0]) - wrong[0]  # what the code really does
+    for form in (first, float(first), np.int64(first), np.float32(first), torch.tensor(first), torch.tensor([first])):
+        for off in (error, abs(error), np.float64(error), torch.tensor(abs(error)), int(abs(error))):
+            feedback = check_first_wrong_position(form, off)
+            assert feedback.ok, (form, off, feedback)
+
+
+def test_check_first_wrong_position_hints_without_giving_the_answer():
+    from pe_lessons.exercises.nb07 import check_first_wrong_position
+
+    hints = {
+        128: "8 significant bits including the leading one",
+        129: "8 significant bits including the leading one",
+        2049: "float16's 11",
+        16777217: "float32",
+        256: "still held exactly",
+        100: "still held exactly",
+        258: "past the first wrong one",
+        5000: "past the first wrong one",
+    }
+    for position, hint in hints.items():
+        feedback = check_first_wrong_position(position, 1.0)
+        assert not feedback.ok and hint in feedback.message, (position, feedback)
+        assert "257" not in feedback.message
+    for error, hint in ((0.0, "differs"), (2.0, "neighbours"), (0.5, "neighbours")):
+        feedback = check_first_wrong_position(257, error)
+        assert not feedback.ok and hint in feedback.message, (error, feedback)
+    assert "Not answered" in check_first_wrong_position(None, None).message
+    assert "integer" in check_first_wrong_position(257.5, 1.0).message
+    assert "number" in check_first_wrong_position(257, "one").message

@@ -43,8 +43,8 @@ rotation itself runs in that precision. fp16/bf16 inputs are rotated in
 float32 and rounded once at the end. Integer positions are exact up to
 :data:`MAX_POSITION` = 2**32 in magnitude (the float64 angle is then within 1e-6 rad; larger
 positions are refused where the host knows them, not silently rounded); never hold
-positions in float16/bfloat16 (bfloat16 cannot even hold the integers above
-256), which is why those dtypes are refused.
+positions in float16/bfloat16 (they round large integers: bfloat16 keeps 8
+significant bits), which is why those dtypes are refused.
 
 Speed. :func:`apply_rope` and :class:`RotaryEmbedding` compute what
 :func:`rope_formula` computes, through the fast path of :mod:`pe_lessons._rope_fast`:
@@ -755,11 +755,16 @@ def _check_position_values(positions: object) -> torch.Tensor:
             "positions must be None, a tensor of shape [seq] or [batch, seq], or a list of numbers, "
             f"got {type(positions).__name__}"
         )
-    if positions.dtype in (torch.float16, torch.bfloat16, torch.bool) or positions.dtype.is_complex:
+    if positions.dtype in (torch.float16, torch.bfloat16):
         raise TypeError(
-            f"positions must hold integers (e.g. torch.long), got dtype {positions.dtype}: float16/bfloat16 "
-            "positions are rounded (bfloat16 cannot even hold the integers above 256), so angles would be wrong; "
-            "fractional positions (position interpolation) are accepted as float32 or float64"
+            f"positions of dtype {positions.dtype} are refused: float16/bfloat16 round large integer positions "
+            "(bfloat16 keeps 8 significant bits), so the angles would be wrong; pass integers (e.g. torch.long), "
+            "or float32/float64 for fractional positions (position interpolation)"
+        )
+    if positions.dtype == torch.bool or positions.dtype.is_complex:
+        raise TypeError(
+            f"positions must hold integers (e.g. torch.long) or real numbers (float32/float64), "
+            f"got dtype {positions.dtype}"
         )
     if not positions.dtype.is_floating_point:
         return positions.to(torch.long)

@@ -9,10 +9,21 @@ from collections.abc import Callable
 import torch
 
 from ..rotary import rope_frequencies, to_half_layout, to_interleaved_layout
-from ._feedback import Feedback, as_number, attempt, checker, failed, is_placeholder, not_done, passed
+from ._feedback import (
+    Feedback,
+    as_integer,
+    as_number,
+    attempt,
+    checker,
+    failed,
+    is_placeholder,
+    not_done,
+    passed,
+)
 
 __all__ = [
     "check_weight_conversion",
+    "check_first_wrong_position",
     "check_angle_fix",
     "check_turn_base",
 ]
@@ -114,6 +125,84 @@ def check_weight_conversion(my_convert: Callable[[torch.Tensor, torch.Tensor, in
     )
 
 
+def _first_wrong_integer(dtype: torch.dtype) -> int:
+    """The smallest positive integer that ``dtype`` does not hold exactly: 2**bits + 1, where ``bits`` counts
+    the significant bits, the leading one included (bfloat16 8, float16 11, float32 24)."""
+    return 2 ** round(1 - math.log2(torch.finfo(dtype).eps)) + 1
+
+
+@checker
+def check_first_wrong_position(position: object, error: object) -> Feedback:
+    """Check the derivation of exercise 2: the smallest integer position at which ``buggy_cos_sin``'s pair-0 angle
+    (θ₀ = 1, exact angle = the position) is wrong under ``torch.autocast("cpu", dtype=torch.bfloat16)``, and how
+    many radians it is off there. Any integer form (int, 257.0, a NumPy number, a one-element tensor) is accepted."""
+    if is_placeholder(position) or is_placeholder(error):
+        return not_done()
+    got, problem = as_integer(position, "a whole position (an integer)")
+    if problem is not None:
+        return problem
+    assert got is not None  # as_integer gave feedback otherwise
+    off, problem = as_number(error, "the size of the error in radians (a number)")
+    if problem is not None:
+        return problem
+    assert off is not None
+    want = _first_wrong_integer(torch.bfloat16)
+    if got != want:
+        if got == _first_wrong_integer(torch.float16):
+            return failed(
+                f"{got} is where float16 first fails: that counts float16's 11 significant bits. bfloat16 keeps fewer."
+            )
+        if got == _first_wrong_integer(torch.float32):
+            return failed(
+                f"{got} is where float32 first fails (24 significant bits). Under autocast the matmul's "
+                "inputs are rounded to bfloat16 first."
+            )
+        if got in (want // 2, want // 2 + 1):
+            return failed(
+                f"Position {got}: bfloat16 keeps 8 significant bits including the leading one (7 are stored, the "
+                "leading one is implied). With 8 bits, how large an integer can you still write exactly?"
+            )
+        if 0 <= got < want:
+            return failed(
+                f"Position {got} is still held exactly: it needs at most 8 significant bits, and bfloat16 keeps 8. "
+                "Which is the first integer that needs more?"
+            )
+        if got > want:
+            return failed(
+                f"Position {got} is past the first wrong one: a smaller integer already needs more significant bits "
+                "than bfloat16 keeps."
+            )
+        return failed(f"Position {got}: positions count from 0 upwards; which is the first that bfloat16 cannot hold?")
+    if abs(abs(off) - 1.0) > 1e-6:
+        if abs(off) < 1e-6:
+            return failed(
+                f"The position is right, but an error of {off:g}? At that position bfloat16 cannot hold the integer, "
+                "so the rounded position, and with it the angle, differs from it."
+            )
+        return failed(
+            f"The position is right; the error {off:g} rad is not. bfloat16 rounds the position to the nearest number "
+            "it holds: how far apart are its neighbours there? And the matmul's output (1 × the rounded position) is "
+            "itself a bfloat16 number: does rounding it change anything?"
+        )
+    return passed(
+        f"Right: {want} needs 9 significant bits, so bfloat16 rounds it to a neighbour and pair 0's angle is "
+        f"{abs(off):g} radian off (almost a sixth of a turn). Now run the buggy function and see it."
+    )
+
+
+def _dtype_of(out: object) -> torch.dtype | str:
+    """The torch dtype of a tensor, or of a NumPy array or scalar (NumPy's float32 is float32 too); otherwise the
+    name of its type."""
+    if isinstance(out, torch.Tensor):
+        return out.dtype
+    if type(out).__module__ == "numpy" and hasattr(out, "__array__"):
+        try:
+            return torch.as_tensor(out).dtype
+        except (TypeError, RuntimeError):
+            pass
+    return type(out).__name__
+
+
 def _exact_cos_sin(positions: torch.Tensor, head_dim: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
     angles = positions.double()[:, None] * rope_frequencies(head_dim, base)
     return angles.cos(), angles.sin()
@@ -138,7 +227,7 @@ def check_angle_fix(my_cos_sin: Callable[..., object] | None, *, tol: float = 1e
         shape = (len(positions), head_dim // 2)
         if isinstance(out[0], torch.Tensor) and tuple(out[0].shape) == (len(positions), head_dim):
             return failed(f"{label}: return one column per pair, shape {list(shape)} (not repeated for both halves).")
-        dtypes = [t.dtype if isinstance(t, torch.Tensor) else None for t in out]
+        dtypes = [_dtype_of(t) for t in out]
         got = [_real_tensor(t, label, shape) for t in out]
         for g in got:
             if isinstance(g, Feedback):
@@ -149,7 +238,10 @@ def check_angle_fix(my_cos_sin: Callable[..., object] | None, *, tol: float = 1e
         error = max((cos - want_cos).abs().max().item(), (sin - want_sin).abs().max().item())
         if error <= tol:
             if any(d != torch.float32 for d in dtypes):
-                return failed(f"{label}: the values are right, but return them as float32 (got {dtypes}).")
+                got_types = ", ".join(str(d).removeprefix("torch.") for d in dtypes)
+                return failed(
+                    f"{label}: the values are right, but return them as float32 tensors or arrays (got {got_types})."
+                )
             continue
         if _same(cos, want_sin) and _same(sin, want_cos):
             return failed(f"{label}: cos and sin are swapped.")
@@ -166,14 +258,15 @@ def check_angle_fix(my_cos_sin: Callable[..., object] | None, *, tol: float = 1e
         if torch.bfloat16 in dtypes or torch.float16 in dtypes:
             return failed(
                 f"{label}: your tables came out in {[d for d in dtypes if d in (torch.bfloat16, torch.float16)][0]}: "
-                "autocast ran an operation of yours in low precision, so positions above 256 were rounded before "
+                "autocast ran an operation of yours in low precision, so large positions were rounded before "
                 "they became angles. Which of your operations does autocast touch, and which does it leave alone?"
             )
         if error < 0.05:
             return failed(
                 f"{label}: largest error {error:.1e}, above {tol:g}. That is the size of float32 angles' rounding: "
-                "near position 100 000 one float32 step is about 0.008 rad. Every input of the product, the "
-                "frequencies too, must be float64 (a float32 inv_freq is already rounded)."
+                "near position 100 000 one float32 step is about 0.008 rad. How many significant digits does an "
+                f"angle of 100 000 rad need to be right to {tol:g}, and does every number that enters your product "
+                "(each factor, not only the result) carry that many?"
             )
         return failed(
             f"{label}: largest error {error:.2f}: right at small positions, badly wrong at large ones. Something "

@@ -35,6 +35,9 @@ Every measurement is one row of the results frame, with columns ``measure``, ``m
   trained row ``position``, 0 or 11);
 - ``padded_accuracy`` at 24 and 48: a length-12 task sequence followed by filler tokens only, so both
   markers sit at trained positions;
+- sinusoidal, rotary and ``rotary, base 1e6``: ``offset_band_accuracy``: on :data:`OFFSET_N` length-48
+  sequences of seed :data:`PROBE_SEED`, the accuracy by the markers' offset, in bands of 3 offsets
+  ``position`` … ``position + 2`` (:data:`OFFSET_BANDS`: 1, 4, …, 46; the last band holds 46–47 only);
 - sinusoidal and rotary: ``window_accuracy`` and ``window_confidence`` (mean largest softmax probability)
   on length-48 sequences of fillers holding one length-12 task sequence at positions ``position`` …
   ``position + 11`` (:data:`WINDOW_STARTS`); ``offset_seen`` / ``offset_unseen``: accuracy at 48 on the

@@ -55,6 +55,10 @@ SETTINGS: dict[str, dict] = {
     "check_concat_offset": {},
     "check_length_for_share": {},
     "check_weight_conversion": {},
+    "check_first_wrong_position": {
+        "answers": ["position", "error"],
+        "good": {"position": 257, "error": 1.0},
+    },
     "check_angle_fix": {},
     "check_turn_base": {},
     "check_conversion_traffic": {},
@@ -403,6 +407,7 @@ CORRECT = {
         .numpy()  # NumPy arrays are fine too
         for t in (W, b)
     ),
+    "check_first_wrong_position": torch.tensor(257),
     "check_angle_fix": lambda p, d, base=10000.0: _cos_sin(p, d, base),
     "check_turn_base": lambda d, context, pair: (context / (2 * math.pi)) ** (d / (2 * pair)),
     "check_conversion_traffic": torch.tensor(9.0),

@@ -1,4 +1,4 @@
-"""Checkers of notebook 07 (the weight conversion, the angle fix, the turn base):
+"""Checkers of notebook 07 (the weight conversion, the first wrong bf16 position, the angle fix, the turn base):
 right answers pass, the usual slips are named, any input gets feedback."""
 
 from __future__ import annotations
@@ -65,7 +65,8 @@ def test_check_angle_fix_runs_under_autocast_and_names_the_bug():
     autocast_bug = check_angle_fix(lambda p, d, base=1e4: _cos_sin(p, d, base, torch.float32, matmul=True))
     assert not autocast_bug.ok and "autocast" in autocast_bug.message
     float32_angles = check_angle_fix(lambda p, d, base=1e4: _cos_sin(p, d, base, torch.float32))
-    assert not float32_angles.ok and "float64" in float32_angles.message
+    assert not float32_angles.ok and "significant digits" in float32_angles.message
+    assert "float64" not in float32_angles.message  # a hint, not the answer
     swapped = check_angle_fix(lambda p, d, base=1e4: _cos_sin(p, d, base)[::-1])
     assert "swapped" in swapped.message
     ignores_base = check_angle_fix(lambda p, d, base=1e4: _cos_sin(p, d))
@@ -73,9 +74,30 @@ def test_check_angle_fix_runs_under_autocast_and_names_the_bug():
     repeated = check_angle_fix(lambda p, d, base=1e4: tuple(t.repeat(1, 2) for t in _cos_sin(p, d, base)))
     assert "one column per pair" in repeated.message
     as_float64 = check_angle_fix(lambda p, d, base=1e4: tuple(t.double() for t in _cos_sin(p, d, base)))
-    assert not as_float64.ok and "float32" in as_float64.message
+    assert not as_float64.ok and "float32" in as_float64.message and "float64, float64" in as_float64.message
     assert not torch.is_autocast_enabled("cpu")  # the checker's autocast does not leak
     assert "Not answered" in check_angle_fix(None).message
+
+
+def test_check_angle_fix_accepts_numpy_float32_and_names_other_types():
+    import numpy as np
+
+    from pe_lessons.exercises.nb07 import check_angle_fix
+
+    as_numpy = check_angle_fix(lambda p, d, base=1e4: tuple(t.numpy() for t in _cos_sin(p, d, base)))
+    assert as_numpy.ok, as_numpy.message
+    as_list = check_angle_fix(lambda p, d, base=1e4: [t.numpy() for t in _cos_sin(p, d, base)])
+    assert as_list.ok, as_list.message
+    numpy64 = check_angle_fix(lambda p, d, base=1e4: tuple(t.numpy().astype(np.float64) for t in _cos_sin(p, d, base)))
+    assert not numpy64.ok and "float64, float64" in numpy64.message and "None" not in numpy64.message
+
+    def numpy_elementwise_float32(positions, head_dim, base=10000.0):  # the plausible fix, in NumPy float32
+        inv = (base ** (-np.arange(0, head_dim, 2) / head_dim)).astype(np.float32)
+        angles = positions.numpy().astype(np.float32)[:, None] * inv
+        return np.cos(angles), np.sin(angles)
+
+    feedback = check_angle_fix(numpy_elementwise_float32)
+    assert not feedback.ok and "significant digits" in feedback.message and "float64" not in feedback.message
 
 
 def test_check_turn_base_probes_several_settings():
@@ -133,3 +155,49 @@ def test_angle_fix_tells_a_formula_slip_from_a_precision_bug():
         assert not feedback.ok and "frequencies" in feedback.message, feedback
     feedback = check_angle_fix(as_matmul)
     assert not feedback.ok and "autocast" in feedback.message and "elementwise" not in feedback.message
+
+
+def _pair0_angle_under_autocast(position):
+    """Pair 0's angle (θ₀ = 1) as the notebook's buggy matmul computes it under CPU autocast to bfloat16."""
+    inv_freq = 10000.0 ** (-torch.arange(0, 8, 2).float() / 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        angles = (inv_freq[:, None] @ torch.tensor([position]).float()[None, :]).T
+    return angles[0, 0].item()
+
+
+def test_check_first_wrong_position_matches_the_buggy_matmul_and_accepts_any_form():
+    import numpy as np
+
+    from pe_lessons.exercises.nb07 import check_first_wrong_position
+
+    wrong = [p for p in range(1, 600) if _pair0_angle_under_autocast(p) != p]
+    first, error = wrong[0], _pair0_angle_under_autocast(wrong[0]) - wrong[0]  # what the code really does
+    for form in (first, float(first), np.int64(first), np.float32(first), torch.tensor(first), torch.tensor([first])):
+        for off in (error, abs(error), np.float64(error), torch.tensor(abs(error)), int(abs(error))):
+            feedback = check_first_wrong_position(form, off)
+            assert feedback.ok, (form, off, feedback)
+
+
+def test_check_first_wrong_position_hints_without_giving_the_answer():
+    from pe_lessons.exercises.nb07 import check_first_wrong_position
+
+    hints = {
+        128: "8 significant bits including the leading one",
+        129: "8 significant bits including the leading one",
+        2049: "float16's 11",
+        16777217: "float32",
+        256: "still held exactly",
+        100: "still held exactly",
+        258: "past the first wrong one",
+        5000: "past the first wrong one",
+    }
+    for position, hint in hints.items():
+        feedback = check_first_wrong_position(position, 1.0)
+        assert not feedback.ok and hint in feedback.message, (position, feedback)
+        assert "257" not in feedback.message
+    for error, hint in ((0.0, "differs"), (2.0, "neighbours"), (0.5, "neighbours")):
+        feedback = check_first_wrong_position(257, error)
+        assert not feedback.ok and hint in feedback.message, (error, feedback)
+    assert "Not answered" in check_first_wrong_position(None, None).message
+    assert "integer" in check_first_wrong_position(257.5, 1.0).message
+    assert "number" in check_first_wrong_position(257, "one").message

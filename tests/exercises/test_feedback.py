@@ -54,6 +54,7 @@ SETTINGS: dict[str, dict] = {
     "check_one_graph_rope": {},
     "check_concat_offset": {},
     "check_length_for_share": {},
+    "check_beyond_prediction": {},
     "check_weight_conversion": {},
     "check_first_wrong_position": {
         "answers": ["position", "error"],
@@ -400,6 +401,14 @@ CORRECT = {
     "check_one_graph_rope": lambda x, positions: __import__("pe_lessons").apply_rope(x, positions, layout="half"),
     "check_concat_offset": lambda k, d, base=10000.0: _concat_offset(k, d, base),
     "check_length_for_share": np.int64(17),
+    "check_beyond_prediction": lambda L, m, a, o: torch.tensor(
+        (
+            min(L, m) * (min(L, m) - 1) * a
+            + 2 * min(L, m) * (L - min(L, m)) * o
+            + (L - min(L, m)) * (L - min(L, m) - 1) / 2
+        )
+        / (L * (L - 1))
+    ),
     "check_copied_row_accuracy": lambda row, max_len: np.float32((row + 0.5) / max_len),
     "check_weight_conversion": lambda W, b, heads: tuple(
         t.reshape(heads, -1, *t.shape[1:])[:, _to_half(torch.arange(W.shape[0] // heads)).argsort()]

@@ -27,6 +27,7 @@ from ._feedback import (
 __all__ = [
     "check_learned_module",
     "check_length_for_share",
+    "check_beyond_prediction",
     "check_copied_row_accuracy",
 ]
 
@@ -344,4 +345,89 @@ def check_length_for_share(answer: object, *, max_len: int = 12, share: float = 
         )
     return failed(
         f"At {length} tokens the share is below {share:g}, but it already was at a shorter length: find the shortest."
+    )
+
+
+#: (seq_len, max_len, in_range, one_out) settings the beyond-prediction checker tries.
+BEYOND_CASES = (
+    (16, 12, 0.98, 0.43),
+    (24, 12, 1.0, 0.4),
+    (48, 12, 0.9, 0.3),
+    (9, 6, 0.95, 0.2),
+    (12, 12, 0.97, 0.43),
+    (7, 2, 0.8, 0.1),
+)
+
+
+def _marker_shares(seq_len: int, max_len: int) -> tuple[float, float, float]:
+    """Shares of sequences with 0, 1 and 2 of their two markers (two distinct random places among ``seq_len``)
+    at positions ``max_len`` and beyond."""
+    pairs = seq_len * (seq_len - 1)
+    inside = min(seq_len, max_len)
+    outside = seq_len - inside
+    return inside * (inside - 1) / pairs, 2 * inside * outside / pairs, outside * (outside - 1) / pairs
+
+
+def _beyond_prediction(seq_len: int, max_len: int, in_range: float, one_out: float) -> float:
+    none, one, both = _marker_shares(seq_len, max_len)
+    return none * in_range + one * one_out + both * 0.5
+
+
+@checker
+def check_beyond_prediction(my_prediction: object) -> Feedback:
+    """Check ``my_prediction(seq_len, max_len, in_range, one_out)``: the learned model's accuracy on order-task
+    sequences of ``seq_len`` (two markers at distinct random places) when it scores ``in_range`` on sequences with
+    both markers below ``max_len``, ``one_out`` on those with exactly one at ``max_len`` or beyond, and reads two
+    markers past its table as sitting at the same place (twins: one half). On several settings, to 1e-6."""
+    if _is_placeholder(my_prediction):
+        return not_done()
+    for seq_len, max_len, in_range, one_out in BEYOND_CASES:
+        label = f"my_prediction({seq_len}, {max_len}, {in_range}, {one_out})"
+        out, problem = attempt(label, my_prediction, seq_len, max_len, in_range, one_out)  # type: ignore[arg-type]
+        if problem is not None:
+            return problem
+        if _is_placeholder(out):
+            return not_done()
+        value, problem = as_number(out, "an accuracy (a number between 0 and 1)")
+        if problem is not None:
+            return failed(f"{label}: {problem.message}")
+        assert value is not None  # set whenever problem is None
+        want = _beyond_prediction(seq_len, max_len, in_range, one_out)
+        if abs(value - want) <= 1e-6:
+            continue
+        if not 0 <= value <= 1:
+            return failed(f"{label}: {value:.6g} is not an accuracy (a share of sequences, between 0 and 1).")
+        if seq_len <= max_len:
+            return failed(f"{label}: at {seq_len} tokens (no more than max_len = {max_len}) every marker is in range.")
+        none, one, both = _marker_shares(seq_len, max_len)
+        f = max_len / seq_len  # a slip: the two places drawn independently (with replacement)
+        if abs(value - (f * f * in_range + 2 * f * (1 - f) * one_out + (1 - f) ** 2 * 0.5)) <= 1e-6:
+            return failed(
+                f"{label}: close, but the two markers never share a place: once the first sits somewhere, the "
+                f"second has only {seq_len} − 1 places left."
+            )
+        if (
+            abs(value - (none * in_range + (1 - none) * one_out)) <= 1e-6
+            or abs(value - (none * in_range + one * one_out)) <= 1e-6
+        ):
+            return failed(
+                f"{label}: what about the sequences with *both* markers past the table? Both rows there are (nearly) "
+                "the same vector, so the model reads both markers at the same place: what do twins imply?"
+            )
+        if abs(value - (none * in_range + (1 - none) * 0.5)) <= 1e-6:
+            return failed(
+                f"{label}: with exactly one marker past the table the model does not flip a coin: section 4 measured "
+                "that accuracy, and it is the argument one_out."
+            )
+        if abs(value - none * in_range) <= 1e-6 or abs(value - none) <= 1e-6:
+            return failed(
+                f"{label}: that is (about) the share of sequences with both markers in range; the others count too."
+            )
+        return failed(
+            f"{label}: {value:.6g} is not it. Split the sequences by how many of their two markers sit at {max_len} "
+            "or beyond (0, 1 or 2): the three shares add up to 1, and each group has its own accuracy."
+        )
+    return passed(
+        f"Right on all {len(BEYOND_CASES)} settings: the shares of sequences with 0, 1 and 2 markers past the table, "
+        "weighted by in_range, one_out and one half. Now compare it with what the models do."
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -338,3 +339,78 @@ def np_float(value):
     import numpy as np
 
     return np.float64(value)
+
+
+def _prediction(seq_len, max_len, in_range, one_out):
+    pairs = seq_len * (seq_len - 1)
+    inside = min(seq_len, max_len)
+    out = seq_len - inside
+    return (inside * (inside - 1) * in_range + 2 * inside * out * one_out + out * (out - 1) * 0.5) / pairs
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        _prediction,
+        lambda L, m, a, o: torch.tensor(_prediction(L, m, a, o)),
+        lambda L, m, a, o: np.float32(_prediction(L, m, a, o)),
+    ],
+)
+def test_beyond_prediction_accepts_the_answer_in_any_ordinary_type(answer):
+    from pe_lessons.exercises.nb06 import check_beyond_prediction
+
+    assert check_beyond_prediction(answer).ok
+
+
+def _independent(L, m, a, o):  # the two places drawn with replacement
+    f = min(1, m / L)
+    return f * f * a + 2 * f * (1 - f) * o + (1 - f) ** 2 * 0.5
+
+
+def _no_twins(L, m, a, o):  # both-out sequences counted like one-out
+    share_in = min(L, m) * (min(L, m) - 1) / (L * (L - 1))
+    return share_in * a + (1 - share_in) * o
+
+
+def _coin(L, m, a, o):
+    share_in = min(L, m) * (min(L, m) - 1) / (L * (L - 1))
+    return share_in * a + (1 - share_in) * 0.5
+
+
+@pytest.mark.parametrize(
+    "answer, hint",
+    [
+        (_independent, "never share a place"),
+        (_no_twins, "twins"),
+        (_coin, "does not flip a coin"),
+        (lambda L, m, a, o: min(L, m) * (min(L, m) - 1) / (L * (L - 1)), "the others count too"),
+        (lambda L, m, a, o: 0.3, "0, 1 or 2"),
+        (lambda L, m, a, o: 2.0, "not an accuracy"),
+        (lambda L, m, a, o: _prediction(L, m, a, o) if L > m else 0.5, "every marker is in range"),
+    ],
+)
+def test_beyond_prediction_names_the_usual_slips_without_the_answer(answer, hint):
+    from pe_lessons.exercises.nb06 import check_beyond_prediction
+
+    feedback = check_beyond_prediction(answer)
+    assert not feedback.ok and hint in feedback.message, feedback
+    assert "0.5 *" not in feedback.message and "in_range *" not in feedback.message
+
+
+def test_beyond_prediction_placeholders_errors_and_the_study():
+    from pe_lessons import studies
+    from pe_lessons.exercises.nb06 import check_beyond_prediction
+
+    assert not check_beyond_prediction(None).ok and not check_beyond_prediction(lambda *a: None).ok
+
+    def broken(*args):
+        raise ZeroDivisionError("oops")
+
+    assert "ZeroDivisionError" in check_beyond_prediction(broken).message
+    # the prediction against the study's learned models: close at 16, the length the inputs were measured at
+    order = studies.load("order")
+    learned = order[order.model == "learned"]
+    in_range = learned[(learned.measure == "accuracy") & (learned.length == 12)]["value"].mean()
+    one_out = learned[learned.measure == "beyond_probe"]["value"].mean()
+    measured = learned[(learned.measure == "accuracy") & (learned.length == 16)]["value"]
+    assert abs(_prediction(16, 12, in_range, one_out) - measured.mean()) < measured.std()

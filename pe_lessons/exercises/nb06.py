@@ -12,7 +12,6 @@ from ..learned import LearnedPositionalEmbedding
 from . import _feedback
 from ._feedback import (
     Feedback,
-    SetupError,
     as_integer,
     as_number,
     attempt,
@@ -26,7 +25,6 @@ from ._feedback import (
 
 __all__ = [
     "check_learned_module",
-    "check_length_for_share",
     "check_beyond_prediction",
     "check_copied_row_accuracy",
 ]
@@ -305,46 +303,6 @@ def check_copied_row_accuracy(my_accuracy: object) -> Feedback:
         f"Right on all {len(COPIED_ROW_CASES)} settings: (row + 1/2) / max_len. Copies of row 0 make the model almost "
         "always wrong, copies of the last row almost always right: what it does past its table is what the rows "
         "there look like."
-    )
-
-
-def _share_inside(seq_len: int, max_len: int) -> float:
-    """Share of sequences of ``seq_len`` whose two markers (two distinct random places) are both below ``max_len``."""
-    return max_len * (max_len - 1) / (seq_len * (seq_len - 1))
-
-
-@checker
-def check_length_for_share(answer: object, *, max_len: int = 12, share: float = 0.5) -> Feedback:
-    """Check the shortest sequence length at which fewer than ``share`` of the order-task sequences have both
-    markers at trained positions ``0 … max_len-1``: the least ``L`` with ``max_len(max_len−1)/(L(L−1)) < share``."""
-    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 2 or not 0 < share < 1:
-        raise SetupError(f"need an integer max_len >= 2 and 0 < share < 1, got max_len={max_len!r}, share={share!r}")
-    if _is_placeholder(answer):
-        return not_done()
-    length, problem = as_integer(answer, "a whole number of tokens (a sequence length)")
-    if problem is not None:
-        return problem
-    assert length is not None  # set whenever problem is None
-    want = next(n for n in range(max_len, 100 * max_len) if _share_inside(n, max_len) < share)
-    if length == want:
-        return passed(
-            f"{want} tokens: both markers sit at trained positions in {_share_inside(want, max_len):.3f} of the sequences, "
-            f"while at {want - 1} it is still {_share_inside(want - 1, max_len):.3f}. Already at "
-            f"{want / max_len:.2f}x the trained length, most sequences put a marker where the model has never been."
-        )
-    if length < max_len:
-        return failed(f"At {length} tokens (no more than max_len = {max_len}) every marker sits at a trained position.")
-    if _share_inside(length, max_len) >= share:
-        return failed(
-            f"At {length} tokens both markers are still at trained positions in {_share_inside(length, max_len):.3f} of "
-            "the sequences, not fewer than the share asked for: try longer."
-        )
-    if length == 2 * max_len:
-        return failed(
-            "Twice the trained length is far past it: the share falls faster, as the product of two fractions."
-        )
-    return failed(
-        f"At {length} tokens the share is below {share:g}, but it already was at a shorter length: find the shortest."
     )
 
 

@@ -53,7 +53,6 @@ SETTINGS: dict[str, dict] = {
     "check_one_pass_rope": {},
     "check_one_graph_rope": {},
     "check_concat_offset": {},
-    "check_length_for_share": {},
     "check_beyond_prediction": {},
     "check_weight_conversion": {},
     "check_first_wrong_position": {
@@ -412,7 +411,6 @@ CORRECT = {
     ).flatten(-2),
     "check_one_graph_rope": lambda x, positions: __import__("pe_lessons").apply_rope(x, positions, layout="half"),
     "check_concat_offset": lambda k, d, base=10000.0: _concat_offset(k, d, base),
-    "check_length_for_share": np.int64(17),
     "check_beyond_prediction": lambda L, m, a, o: torch.tensor(
         (
             min(L, m) * (min(L, m) - 1) * a

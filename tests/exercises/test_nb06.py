@@ -310,31 +310,6 @@ def test_check_learned_module_refuses_plausible_slips(cls, words):
     assert not feedback.ok and words in feedback.message, feedback
 
 
-def test_check_length_for_share():
-    from pe_lessons.exercises.nb06 import check_length_for_share
-
-    assert 12 * 11 / (16 * 15) > 0.5 > 12 * 11 / (17 * 16)
-    assert check_length_for_share(17).ok and check_length_for_share(torch.tensor(17)).ok
-    assert check_length_for_share(np_int(17)).ok
-    assert check_length_for_share(9, max_len=6).ok and 6 * 5 / (9 * 8) < 0.5 < 6 * 5 / (8 * 7)  # another size
-    assert "still" in check_length_for_share(16).message
-    assert "shortest" in check_length_for_share(20).message
-    assert "Twice" in check_length_for_share(24).message
-    assert "every marker" in check_length_for_share(10).message
-    assert "whole number" in check_length_for_share(16.5).message
-    assert "Not answered" in check_length_for_share(None).message
-    for wrong in (16, 18, 20, 24):
-        assert "17" not in check_length_for_share(wrong).message  # never the answer
-    with pytest.raises(ValueError):
-        check_length_for_share(17, share=1.5)
-
-
-def np_int(value):
-    import numpy as np
-
-    return np.int64(value)
-
-
 def np_float(value):
     import numpy as np
 

@@ -180,9 +180,9 @@ def check_first_wrong_position(position: object, error: object) -> Feedback:
                 "so the rounded position, and with it the angle, differs from it."
             )
         return failed(
-            f"The position is right; the error {off:g} rad is not. bfloat16 rounds the position to the nearest number "
-            "it holds: how far apart are its neighbours there? And the matmul's output (1 × the rounded position) is "
-            "itself a bfloat16 number: does rounding it change anything?"
+            f"The position is right; the error {off:g} rad is not. {want} lies between two bfloat16 neighbours: "
+            f"which one does it round to, and how far is that from {want}? And the matmul's output (1 × the rounded "
+            "position) is itself a bfloat16 number: does rounding it change anything?"
         )
     return passed(
         f"Right: {want} needs 9 significant bits, so bfloat16 rounds it to a neighbour and pair 0's angle is "

@@ -748,6 +748,8 @@ def _shift_by_case(
     if k == 0:
         return 0, failed(where + "k = 0 must give PE(pos) back unchanged.")
     if k == 1:
+        if any(_same(row, _rows([pos + j], d_model, base)[0], tol) for j in (0, 2, 3)):  # a loop bound, not the product
+            return 0, failed(where + _reached(row, pos, k, d_model, tol, base))
         slip = _combine_slip(row, pe[0], pe[1], tol, float32_ok=False)
         return 0, failed(where + "(one row product of PE(pos) and PE(1)) " + slip)
     return 0, failed(where + _reached(row, pos, k, d_model, tol, base))

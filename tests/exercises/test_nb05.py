@@ -517,6 +517,7 @@ def _leaves_torch(pe_pos, pe_1, k):  # computes on Python floats, where no produ
         (lambda p, q, k: _by_doubling(p, q, k).float(), "float32 row"),
         (lambda p, q, k: _by_doubling(p, q, k)[:8], "returned 8 numbers"),
         (lambda p, q, k: p, "k = 1"),
+        (lambda p, q, k: _by_doubling(p, q, k + 1), "one step off"),  # range(k + 1): a loop bound, right product
     ],
 )
 def test_check_shift_by_names_each_slip(answer, hint):

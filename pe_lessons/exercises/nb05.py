@@ -660,8 +660,16 @@ def _reached(row: torch.Tensor, pos: int, k: int, d_model: int, tol: float, base
             return f"{at}: it is PE(pos) itself, nothing was added."
         if j == -k:
             return f"{at}: you moved backwards — a sign slip in your row product."
+        digits = (
+            f"{j} is the number of 1-digits in k = {k} (binary {k:b}): did each 1-digit add one step, PE(1), "
+            "instead of the power of two it stands for?"
+        )
         if abs(j - k) == 1:
-            return f"{at}, one step off: check where your loop starts and stops (k = 1 must take one product)."
+            hint = f"{at}, one step off: check where your loop starts and stops, and what each product adds"
+            hint += " (k = 1 must take one product)." if k == 1 else "."
+            return hint + (f" Or: {digits}" if j == bin(k).count("1") else "")
+        if j == bin(k).count("1"):
+            return f"{at}: {digits}"
         if j > 0 and j & (j - 1) == 0 and j < k:
             return (
                 f"{at}: {j} is the largest power of two in k = {k} (binary {k:b}); the other 1-digits of k "

@@ -460,6 +460,15 @@ def _off_by_one(pe_pos, pe_1, k):
     return _by_doubling(pe_pos, pe_1, k - 1) if k > 1 else _by_doubling(pe_pos, pe_1, k)
 
 
+def _digits_add_pe_1(pe_pos, pe_1, k):  # multiplies by pe_1 on each 1-digit of k, not by the squared power
+    row = pe_pos
+    while k:
+        if k & 1:
+            row = _product(row, pe_1)
+        k >>= 1
+    return row
+
+
 def _ignores_pos(pe_pos, pe_1, k):
     return _by_doubling(torch.tensor([0.0, 1.0] * (pe_1.numel() // 2), dtype=pe_1.dtype), pe_1, k)
 
@@ -518,6 +527,7 @@ def _leaves_torch(pe_pos, pe_1, k):  # computes on Python floats, where no produ
         (lambda p, q, k: _by_doubling(p, q, k)[:8], "returned 8 numbers"),
         (lambda p, q, k: p, "k = 1"),
         (lambda p, q, k: _by_doubling(p, q, k + 1), "one step off"),  # range(k + 1): a loop bound, right product
+        (_digits_add_pe_1, "number of 1-digits"),  # first wrong at k = 2: PE(pos + 1)
     ],
 )
 def test_check_shift_by_names_each_slip(answer, hint):

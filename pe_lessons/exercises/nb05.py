@@ -665,9 +665,10 @@ def _reached(row: torch.Tensor, pos: int, k: int, d_model: int, tol: float, base
             "instead of the power of two it stands for?"
         )
         if abs(j - k) == 1:
+            if j == bin(k).count("1") and k > 1:  # k = 1 passed, so a loop one short is the less likely slip
+                return f"{at}: {digits} Or, one step off: check where your loop starts and stops."
             hint = f"{at}, one step off: check where your loop starts and stops, and what each product adds"
-            hint += " (k = 1 must take one product)." if k == 1 else "."
-            return hint + (f" Or: {digits}" if j == bin(k).count("1") else "")
+            return hint + (" (k = 1 must take one product)." if k == 1 else ".")
         if j == bin(k).count("1"):
             return f"{at}: {digits}"
         if j > 0 and j & (j - 1) == 0 and j < k:
@@ -755,6 +756,13 @@ def _shift_by_case(
         )
     if k == 0:
         return 0, failed(where + "k = 0 must give PE(pos) back unchanged.")
+    squared = 2 ** k.bit_length()  # a loop over k's digits from the top that squares pe_pos with the power
+    if _same(row, _rows([squared * pos + k], d_model, base)[0], tol):
+        return 0, failed(
+            where + f"your row is PE({squared}·pos + {k}): pe_pos was squared along with the powers of PE(1) "
+            f"({k.bit_length()} squarings for k = {k}, binary {k:b}). Your row product is right; what each squaring "
+            "should act on is not."
+        )
     if k == 1:
         if any(_same(row, _rows([pos + j], d_model, base)[0], tol) for j in (0, 2, 3)):  # a loop bound, not the product
             return 0, failed(where + _reached(row, pos, k, d_model, tol, base))

@@ -756,13 +756,13 @@ def _shift_by_case(
         )
     if k == 0:
         return 0, failed(where + "k = 0 must give PE(pos) back unchanged.")
-    squared = 2 ** k.bit_length()  # a loop over k's digits from the top that squares pe_pos with the power
-    if _same(row, _rows([squared * pos + k], d_model, base)[0], tol):
-        return 0, failed(
-            where + f"your row is PE({squared}·pos + {k}): pe_pos was squared along with the powers of PE(1) "
-            f"({k.bit_length()} squarings for k = {k}, binary {k:b}). Your row product is right; what each squaring "
-            "should act on is not."
-        )
+    for times in range(1, k.bit_length() + 1):  # a digit loop that squares pe_pos along with the power of PE(1)
+        if _same(row, _rows([2**times * pos + k], d_model, base)[0], tol):
+            return 0, failed(
+                where + f"your row is PE({2**times}·pos + {k}): pe_pos was squared along with the powers of PE(1) "
+                f"({times} squaring{'s' if times > 1 else ''} for k = {k}, binary {k:b}). Your row product is right; "
+                "square only the rows built from PE(1), and multiply PE(pos) in once."
+            )
     if k == 1:
         if any(_same(row, _rows([pos + j], d_model, base)[0], tol) for j in (0, 2, 3)):  # a loop bound, not the product
             return 0, failed(where + _reached(row, pos, k, d_model, tol, base))

@@ -478,6 +478,17 @@ def _squares_pe_pos(pe_pos, pe_1, k):  # x^k's loop from the top digit, started 
     return row
 
 
+def _squares_pe_pos_after_top(pe_pos, pe_1, k):  # the same, started from PE(pos + 1) after the leading 1
+    if k == 0:
+        return pe_pos
+    row = _product(pe_pos, pe_1)
+    for digit in f"{k:b}"[1:]:
+        row = _product(row, row)
+        if digit == "1":
+            row = _product(row, pe_1)
+    return row
+
+
 def _ignores_pos(pe_pos, pe_1, k):
     return _by_doubling(torch.tensor([0.0, 1.0] * (pe_1.numel() // 2), dtype=pe_1.dtype), pe_1, k)
 
@@ -538,6 +549,7 @@ def _leaves_torch(pe_pos, pe_1, k):  # computes on Python floats, where no produ
         (lambda p, q, k: _by_doubling(p, q, k + 1), "one step off"),  # range(k + 1): a loop bound, right product
         (_digits_add_pe_1, "number of 1-digits"),  # first wrong at k = 2: PE(pos + 1)
         (_squares_pe_pos, "pe_pos was squared along with the powers"),  # PE(2·pos + 1) at k = 1
+        (_squares_pe_pos_after_top, "pe_pos was squared along with the powers"),  # PE(2·pos + 2) at k = 2
     ],
 )
 def test_check_shift_by_names_each_slip(answer, hint):

@@ -693,6 +693,36 @@ def _reached(row: torch.Tensor, pos: int, k: int, d_model: int, tol: float, base
     )
 
 
+def _reaches_k_from_zero(
+    my_shift_by: Callable[..., object],
+    d_model: int,
+    k: int,
+    pe_1: torch.Tensor,
+    tol: float,
+    base: float,
+    budget: int | None,
+    max_numel: int,
+) -> bool:
+    """Whether ``my_shift_by(PE(0), PE(1), k)`` returns PE(k) (a diagnosis only: any failure counts as no)."""
+    try:
+        got, problem, _ = _run_guarded(
+            "my_shift_by",
+            my_shift_by,
+            ("trig", "angle", "leave", "matrix_power", "complex_pow"),
+            _rows([0], d_model, base)[0].clone(),
+            pe_1.clone(),
+            k,
+            budget=budget,
+            max_numel=max_numel,
+        )
+    except _TooMuchWork:
+        return False
+    if problem is not None:
+        return False
+    row, _, problem = _row_answer(got, d_model, "my_shift_by")
+    return problem is None and row is not None and _same(row, _rows([k], d_model, base)[0], tol)
+
+
 def _shift_by_case(
     my_shift_by: Callable[..., object],
     d_model: int,
@@ -763,6 +793,14 @@ def _shift_by_case(
                 f"({times} squaring{'s' if times > 1 else ''} for k = {k}, binary {k:b}). Your row product is right; "
                 "square only the rows built from PE(1), and multiply PE(pos) in once."
             )
+    if not _same(row, _rows([k], d_model, base)[0], tol) and _reaches_k_from_zero(
+        my_shift_by, d_model, k, pe[1], tol, base, budget, max_numel
+    ):  # squaring PE(0) leaves it unchanged: from PE(0) a loop that squares pe_pos is right
+        return 0, failed(
+            where + "from PE(0) your function reaches PE(k), but from PE(pos) it does not: pe_pos was squared along "
+            "with the powers of PE(1) (squaring PE(0) changes nothing, which hides it). Your row product is right; "
+            "square only the rows built from PE(1), and multiply PE(pos) in once."
+        )
     if k == 1:
         if any(_same(row, _rows([pos + j], d_model, base)[0], tol) for j in (0, 2, 3)):  # a loop bound, not the product
             return 0, failed(where + _reached(row, pos, k, d_model, tol, base))

@@ -489,6 +489,15 @@ def _squares_pe_pos_after_top(pe_pos, pe_1, k):  # the same, started from PE(pos
     return row
 
 
+def _squares_pe_pos_20_digits(pe_pos, pe_1, k):  # a fixed 20-digit loop from the top, squaring pe_pos 20 times
+    row = pe_pos
+    for bit in range(19, -1, -1):
+        row = _product(row, row)
+        if k >> bit & 1:
+            row = _product(row, pe_1)
+    return row
+
+
 def _ignores_pos(pe_pos, pe_1, k):
     return _by_doubling(torch.tensor([0.0, 1.0] * (pe_1.numel() // 2), dtype=pe_1.dtype), pe_1, k)
 
@@ -550,6 +559,7 @@ def _leaves_torch(pe_pos, pe_1, k):  # computes on Python floats, where no produ
         (_digits_add_pe_1, "number of 1-digits"),  # first wrong at k = 2: PE(pos + 1)
         (_squares_pe_pos, "pe_pos was squared along with the powers"),  # PE(2·pos + 1) at k = 1
         (_squares_pe_pos_after_top, "pe_pos was squared along with the powers"),  # PE(2·pos + 2) at k = 2
+        (_squares_pe_pos_20_digits, "pe_pos was squared along with the powers"),  # PE(2^20·pos + k)
     ],
 )
 def test_check_shift_by_names_each_slip(answer, hint):

@@ -793,8 +793,11 @@ def _shift_by_case(
                 f"({times} squaring{'s' if times > 1 else ''} for k = {k}, binary {k:b}). Your row product is right; "
                 "square only the rows built from PE(1), and multiply PE(pos) in once."
             )
-    if not _same(row, _rows([k], d_model, base)[0], tol) and _reaches_k_from_zero(
-        my_shift_by, d_model, k, pe[1], tol, base, budget, max_numel
+    is_table_row = bool((((row[0::2] ** 2 + row[1::2] ** 2) - 1).abs() <= 1e-6).all())  # a squared pe_pos keeps this
+    if (
+        is_table_row
+        and not _same(row, _rows([k], d_model, base)[0], tol)
+        and _reaches_k_from_zero(my_shift_by, d_model, k, pe[1], tol, base, budget, max_numel)
     ):  # squaring PE(0) leaves it unchanged: from PE(0) a loop that squares pe_pos is right
         return 0, failed(
             where + "from PE(0) your function reaches PE(k), but from PE(pos) it does not: pe_pos was squared along "

@@ -498,6 +498,33 @@ def _squares_pe_pos_20_digits(pe_pos, pe_1, k):  # a fixed 20-digit loop from th
     return row
 
 
+def _by_doubling_with(product):
+    """The right doubling loop around a given row product."""
+
+    def shift_by(pe_pos, pe_1, k):
+        row, power = pe_pos, pe_1
+        while k:
+            if k & 1:
+                row = product(row, power)
+            power = product(power, power)
+            k >>= 1
+        return row
+
+    return shift_by
+
+
+def _cos_sign_slip(a, b):  # cos(a + b) written ca·cb + sa·sb
+    return torch.stack((a[0::2] * b[1::2] + a[1::2] * b[0::2], a[1::2] * b[1::2] + a[0::2] * b[0::2]), -1).flatten()
+
+
+def _cos_term_dropped(a, b):
+    return torch.stack((a[0::2] * b[1::2] + a[1::2] * b[0::2], a[1::2] * b[1::2]), -1).flatten()
+
+
+def _sin_term_dropped(a, b):
+    return torch.stack((a[1::2] * b[0::2], a[1::2] * b[1::2] - a[0::2] * b[0::2]), -1).flatten()
+
+
 def _ignores_pos(pe_pos, pe_1, k):
     return _by_doubling(torch.tensor([0.0, 1.0] * (pe_1.numel() // 2), dtype=pe_1.dtype), pe_1, k)
 
@@ -560,6 +587,9 @@ def _leaves_torch(pe_pos, pe_1, k):  # computes on Python floats, where no produ
         (_squares_pe_pos, "pe_pos was squared along with the powers"),  # PE(2·pos + 1) at k = 1
         (_squares_pe_pos_after_top, "pe_pos was squared along with the powers"),  # PE(2·pos + 2) at k = 2
         (_squares_pe_pos_20_digits, "pe_pos was squared along with the powers"),  # PE(2^20·pos + k)
+        (_by_doubling_with(_cos_sign_slip), "one row product"),  # from PE(0) these still give PE(1):
+        (_by_doubling_with(_cos_term_dropped), "one row product"),  # the product must be blamed, not the loop
+        (_by_doubling_with(_sin_term_dropped), "one row product"),
     ],
 )
 def test_check_shift_by_names_each_slip(answer, hint):

@@ -513,6 +513,20 @@ def _by_doubling_with(product):
     return shift_by
 
 
+def _subtracts(a, b):  # the transposed rotation: PE(a − b)
+    return torch.stack((a[0::2] * b[1::2] - a[1::2] * b[0::2], a[1::2] * b[1::2] + a[0::2] * b[0::2]), -1).flatten()
+
+
+def _doubling_power_first(pe_pos, pe_1, k):  # the doubling loop with the product's arguments the other way round
+    row, power = pe_pos, pe_1
+    while k:
+        if k & 1:
+            row = _subtracts(power, row)
+        power = _subtracts(power, power)
+        k >>= 1
+    return row
+
+
 def _cos_sign_slip(a, b):  # cos(a + b) written ca·cb + sa·sb
     return torch.stack((a[0::2] * b[1::2] + a[1::2] * b[0::2], a[1::2] * b[1::2] + a[0::2] * b[0::2]), -1).flatten()
 
@@ -590,6 +604,7 @@ def _leaves_torch(pe_pos, pe_1, k):  # computes on Python floats, where no produ
         (_by_doubling_with(_cos_sign_slip), "one row product"),  # from PE(0) these still give PE(1):
         (_by_doubling_with(_cos_term_dropped), "one row product"),  # the product must be blamed, not the loop
         (_by_doubling_with(_sin_term_dropped), "one row product"),
+        (_doubling_power_first, "one row product"),  # PE(1 − pos) is a table row, but not a squared pe_pos
     ],
 )
 def test_check_shift_by_names_each_slip(answer, hint):

@@ -253,6 +253,20 @@ def _copied_row_accuracy(row: int, max_len: int) -> float:
     return (row + 0.5) / max_len
 
 
+def _accuracy_answer(label: str, fn: object, *args: object) -> tuple[float | None, Feedback | None]:
+    """``fn(*args)`` read as one accuracy: ``(value, None)``, or ``(None, feedback)`` when it fails, is not done yet
+    or is not one number."""
+    out, problem = attempt(label, fn, *args)  # type: ignore[arg-type]
+    if problem is not None:
+        return None, problem
+    if _is_placeholder(out):
+        return None, not_done()
+    value, problem = as_number(out, "an accuracy (a number between 0 and 1)")
+    if problem is not None:
+        return None, failed(f"{label}: {problem.message}")
+    return value, None
+
+
 #: (row, max_len) settings the copied-row checker tries.
 COPIED_ROW_CASES = ((8, 12), (0, 12), (11, 12), (3, 8), (20, 64))
 
@@ -266,14 +280,9 @@ def check_copied_row_accuracy(my_accuracy: object) -> Feedback:
         return not_done()
     for row, max_len in COPIED_ROW_CASES:
         label = f"my_accuracy({row}, {max_len})"
-        out, problem = attempt(label, my_accuracy, row, max_len)  # type: ignore[arg-type]
+        value, problem = _accuracy_answer(label, my_accuracy, row, max_len)
         if problem is not None:
             return problem
-        if _is_placeholder(out):
-            return not_done()
-        value, problem = as_number(out, "an accuracy (a number between 0 and 1)")
-        if problem is not None:
-            return failed(f"{label}: {problem.message}")
         assert value is not None  # set whenever problem is None
         want = _copied_row_accuracy(row, max_len)
         if abs(value - want) <= 1e-6:
@@ -341,14 +350,9 @@ def check_beyond_prediction(my_prediction: object) -> Feedback:
         return not_done()
     for seq_len, max_len, in_range, one_out in BEYOND_CASES:
         label = f"my_prediction({seq_len}, {max_len}, {in_range}, {one_out})"
-        out, problem = attempt(label, my_prediction, seq_len, max_len, in_range, one_out)  # type: ignore[arg-type]
+        value, problem = _accuracy_answer(label, my_prediction, seq_len, max_len, in_range, one_out)
         if problem is not None:
             return problem
-        if _is_placeholder(out):
-            return not_done()
-        value, problem = as_number(out, "an accuracy (a number between 0 and 1)")
-        if problem is not None:
-            return failed(f"{label}: {problem.message}")
         assert value is not None  # set whenever problem is None
         want = _beyond_prediction(seq_len, max_len, in_range, one_out)
         if abs(value - want) <= 1e-6:

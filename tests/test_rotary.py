@@ -773,6 +773,28 @@ def test_chunked_inverse_rotation_inside_the_kernel(monkeypatch, layout):
         assert (whole.double() - rope_reference(x.double(), layout, positions=-torch.arange(30))).abs().max() < 2e-2
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_half_layout_runs_the_whole_width_multiply_first(monkeypatch, dtype):
+    """Each run of the eager half layout: x·[cos | cos] over the whole run first (it reads x from memory in one
+    sweep), then a multiply-add into each half (which finds the run in the cache); float16/bfloat16 between a
+    converting copy up and one down. One run and several, at several sizes."""
+    from pe_lessons.optrace import trace_ops
+
+    for shape, elements in (((1, 1, 1, 2), None), ((2, 3, 17, 8), None), ((2, 3, 17, 8), 60), ((4, 2, 33, 64), 900)):
+        if elements is not None:
+            _small_chunks(monkeypatch, elements)
+        x = torch.randn(shape).to(dtype)
+        apply_rope(x, layout="half")  # builds the cached tables
+        kernels = [op["op"] for op in trace_ops(lambda t: apply_rope(t, layout="half"), x) if op["kernel"]]
+        per_run = ["mul", "addcmul_", "addcmul_"]
+        if dtype != torch.float32:
+            per_run = ["copy_", *per_run, "copy_"] if elements is not None else ["to", *per_run, "to"]
+        runs, left = divmod(len(kernels), len(per_run))
+        assert left == 0 and kernels == per_run * runs, (shape, kernels)
+        assert (runs > 1) == (elements is not None), (shape, runs)
+        monkeypatch.undo()
+
+
 def test_chunks_cover_the_output_once_with_the_right_table_rows(monkeypatch):
     from pe_lessons import _rope_fast
 

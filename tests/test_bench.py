@@ -79,7 +79,7 @@ def test_traffic_and_kernels_of_each_eager_variant_are_counted():
         assert got[(dtype, hf)] == (5, pytest.approx((10 * n * size + hf_tables) / compulsory))
         inter = got[(dtype, "apply_rope interleaved")]
         half = got[(dtype, "apply_rope half")]
-        if dtype == "float32":  # one complex multiply; two writes of the sin terms and one multiply-add
+        if dtype == "float32":  # one complex multiply; one multiply, then a multiply-add into each half
             assert inter == (1, pytest.approx((8 * n + tables) / compulsory))
             assert half == (3, pytest.approx((20 * n + 2 * tables) / compulsory))  # [cos | cos], -sin, sin
         else:  # a converting copy up, the float32 kernel(s), a converting copy down

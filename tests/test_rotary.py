@@ -777,7 +777,8 @@ def test_chunked_inverse_rotation_inside_the_kernel(monkeypatch, layout):
 def test_half_layout_runs_the_whole_width_multiply_first(monkeypatch, dtype):
     """Each run of the eager half layout: x·[cos | cos] over the whole run first (it reads x from memory in one
     sweep), then a multiply-add into each half (which finds the run in the cache); float16/bfloat16 between a
-    converting copy up and one down. One run and several, at several sizes."""
+    converting copy up and one down, and equal to the float32 result rounded once. One run and several, at
+    several sizes."""
     from pe_lessons.optrace import trace_ops
 
     for shape, elements in (((1, 1, 1, 2), None), ((2, 3, 17, 8), None), ((2, 3, 17, 8), 60), ((4, 2, 33, 64), 900)):
@@ -792,6 +793,8 @@ def test_half_layout_runs_the_whole_width_multiply_first(monkeypatch, dtype):
         runs, left = divmod(len(kernels), len(per_run))
         assert left == 0 and kernels == per_run * runs, (shape, kernels)
         assert (runs > 1) == (elements is not None), (shape, runs)
+        # one run or several: the float32 rotation, rounded once (the same order as float32's, so the same bits)
+        assert torch.equal(apply_rope(x, layout="half"), apply_rope(x.float(), layout="half").to(dtype)), shape
         monkeypatch.undo()
 
 

@@ -146,6 +146,10 @@ def check_alibi_far_share(
     answer: object, n_heads: int = 6, head: int = 6, seq_len: int = 64, far: int = 12
 ) -> Feedback:
     """Check the share of keys ``far`` or more back for ALiBi head ``head`` (1-based, head order) of ``n_heads``."""
+    if answer is None or answer is Ellipsis:
+        return not_done()
+    if isinstance(answer, (list, tuple)) and len(answer) == 1:  # [0.22]: one number in a list is fine
+        answer = answer[0]
     value, problem = as_number(answer, "a share between 0 and 1")
     if problem is not None:
         return problem
@@ -160,13 +164,19 @@ def check_alibi_far_share(
             f"{(seq_len - far) / seq_len:.3f} there."
         )
     naive = 2.0 ** (-8 * head / n_heads)
+    naive_hint = (
+        f"That slope is 2^(-8·{head}/{n_heads}), the rule for a power of two; {n_heads} is not one. Which "
+        f"slope does the paper's code give head {head}?"
+    )
+    if math.isclose(naive, min(slopes)):  # e.g. head 6 of 6: the naive rule and "the flattest head" coincide
+        naive_hint = (
+            f"That is the flattest slope: what 2^(-8·{head}/{n_heads}), the rule for a power of two, gives head "
+            f"{head}, and the last one if the slopes are sorted. {n_heads} is not a power of two, and the slopes "
+            f"go in head order as the paper's code assigns them: which slope is head {head}'s?"
+        )
     hints = [
         ((seq_len - far) / seq_len, "That is the share of a head with no bias (uniform weights). The bias tilts it."),
-        (
-            alibi_far_share(naive, seq_len, far),
-            f"That slope is 2^(-8·{head}/{n_heads}), the rule for a power of two; {n_heads} is not one. Which "
-            f"slope does the paper's code give head {head}?",
-        ),
+        (alibi_far_share(naive, seq_len, far), naive_hint),
         (alibi_far_share(min(slopes), seq_len, far), f"That is the flattest head. Is it head {head}?"),
         (alibi_far_share(max(slopes), seq_len, far), f"That is the steepest head. Is it head {head}?"),
         (1 - want, f"That is the share of the near keys (fewer than {far} back)."),
@@ -244,12 +254,17 @@ def check_base_for_reach(answer: object, offset: float, head_dim: int) -> Feedba
     return failed("Not quite. Pair 1 has turned by π at offset π·base^(2/head_dim); solve that for the base.")
 
 
-def _t5_bias(seq: int, table: torch.Tensor, max_distance: int, *, flipped: bool = False) -> torch.Tensor:
-    """``[heads, seq, seq]``: the causal T5 bias of bucket(key − query), or of query − key when ``flipped``."""
+def _t5_bias(
+    seq: int, table: torch.Tensor, max_distance: int, *, flipped: bool = False, bidirectional: bool = False
+) -> torch.Tensor:
+    """``[heads, seq, seq]``: the causal T5 bias of bucket(key − query), or of query − key when ``flipped``
+    (the encoder's bidirectional buckets when ``bidirectional``: a slip to name)."""
     relative = torch.arange(seq)[None, :] - torch.arange(seq)[:, None]  # key − query
     if flipped:
         relative = -relative
-    buckets = t5_relative_bucket(relative, bidirectional=False, num_buckets=table.shape[0], max_distance=max_distance)
+    buckets = t5_relative_bucket(
+        relative, bidirectional=bidirectional, num_buckets=table.shape[0], max_distance=max_distance
+    )
     return table[buckets].permute(2, 0, 1)
 
 
@@ -293,6 +308,15 @@ def check_t5_scores(t5_scores: object) -> Feedback:
             return failed(
                 "Every key in the past gets the same bias here, whatever its distance: the buckets are computed "
                 "from the wrong offset. Which one does t5_relative_bucket expect, query − key or key − query?"
+            )
+        bidirectional = [
+            _t5_bias(seq, table, max_distance, flipped=f, bidirectional=True) for f in (False, True)
+        ]  # the encoder's buckets, from either offset
+        if any(matches(d + b) for d in (dots, dots / math.sqrt(head_dim)) for b in bidirectional):
+            return failed(
+                "These are the encoder's buckets: half the table is kept for keys after the query, which a "
+                "causal model never sees. Which setting of t5_relative_bucket gives a decoder all its buckets for "
+                "keys at or before the query?"
             )
         return failed("Not T5's scores yet: compare one entry by hand with q·k plus the bias of its bucket.")
     return passed(

@@ -102,6 +102,30 @@ def test_t5_scores_checker():
     assert nb09.check_t5_scores(None).message.startswith("Not answered")
 
 
+def _bidirectional(scaled, flipped):
+    def fn(q, k, table, max_distance):
+        seq = q.shape[1]
+        relative = torch.arange(seq)[None, :] - torch.arange(seq)[:, None]
+        if flipped:
+            relative = -relative
+        buckets = t5_relative_bucket(
+            relative, bidirectional=True, num_buckets=table.shape[0], max_distance=max_distance
+        )
+        dots = q @ k.transpose(-1, -2)
+        return (dots / math.sqrt(q.shape[-1]) if scaled else dots) + table[buckets].permute(2, 0, 1)
+
+    return fn
+
+
+def test_t5_scores_checker_names_the_encoders_buckets():
+    for scaled in (False, True):
+        for flipped in (False, True):
+            feedback = nb09.check_t5_scores(_bidirectional(scaled, flipped))
+            assert not feedback.ok and "encoder's buckets" in feedback.message, (scaled, flipped)
+            assert "bidirectional=False" not in feedback.message
+    assert nb09.check_t5_scores(_good).ok
+
+
 @pytest.mark.parametrize(
     "bad", [None, ..., float("nan"), float("inf"), -1, 99, "12", [], {}, [12], torch.tensor([1, 2]), object(), True]
 )
@@ -143,3 +167,18 @@ def test_alibi_far_share_checker():
     generic = nb09.check_alibi_far_share(0.5)
     assert not generic.ok and "0.22" not in generic.message and "1/8" not in generic.message
     assert not nb09.check_alibi_far_share(None).ok and not nb09.check_alibi_far_share(float("nan")).ok
+
+
+def test_alibi_far_share_checker_review_fixes():
+    right = nb09.alibi_far_share(2.0**-3, far=12)
+    none = nb09.check_alibi_far_share(None)
+    assert not none.ok and none.message.startswith("Not answered")  # like the other exercises, not "got None"
+    for answer in ([right], (round(right, 2),), [torch.tensor(right)]):  # one number in a list, as the docstring says
+        assert nb09.check_alibi_far_share(answer).ok, answer
+    assert not nb09.check_alibi_far_share([right, right]).ok
+    # sorting the 6 slopes and taking the sixth gives 2^-8: the naive rule's slope and the flattest head at once
+    sorted_sixth = sorted(alibi_slopes(6).tolist(), reverse=True)[5]
+    assert sorted_sixth == 2.0**-8
+    message = nb09.check_alibi_far_share(nb09.alibi_far_share(sorted_sixth, far=12)).message
+    assert "flattest" in message and "power of two" in message and "sorted" in message
+    assert "1/8" not in message and "2^-3" not in message and "0.22" not in message  # no answer given away

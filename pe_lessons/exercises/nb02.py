@@ -101,15 +101,25 @@ def _loops_over_positions(label: str, fn: Callable[..., object], small: tuple, l
     return None
 
 
-def _table_problem(label: str, table: object, shape: tuple[int, int]) -> Feedback | None:
-    """Feedback when ``table`` is not a finite float32 tensor of ``shape`` with values."""
+def _table_problem(label: str, table: object, shape: tuple[int, int], start: int = 0) -> Feedback | None:
+    """Feedback when ``table`` is not a finite float32 tensor of ``shape`` (rows ``start …``) with values."""
     if not isinstance(table, torch.Tensor):
         return failed(f"{label} must return a torch.Tensor, got {_short(table)}.")
     if tuple(table.shape) != shape:
-        return failed(
-            f"{label} returned shape {tuple(table.shape)}; expected {shape}. Did the sin/cos interleaving keep "
-            "both halves?"
-        )
+        got = f"{label} returned shape {tuple(table.shape)}; expected {shape}"
+        n, d = shape
+        if table.dim() != 2:
+            return failed(f"{got}: one row per position, d_model columns.")
+        if table.shape[0] != n:
+            return failed(f"{got}: the window is the rows of positions start … start + n − 1, that is n = {n} rows.")
+        cols = table.shape[1]
+        if cols % 2 == 0 and cols > 0 and table.is_floating_point() and table.device.type != "meta":
+            other = _exact_window(start, n, cols)
+            if bool(torch.isfinite(table).all()) and (table.detach().cpu().double() - other).abs().max() < 1e-4:
+                return failed(f"{got}: these are the rows for d_model = {cols}. Is d_model fixed in your code?")
+        if cols == d // 2:
+            return failed(f"{got}: half the columns. Did the sin/cos interleaving keep both halves?")
+        return failed(f"{got}: one column per feature, d_model = {d} columns.")
     if table.device.type == "meta":
         return failed(f"{label} returned a tensor on the meta device: it has a shape but no values.")
     if table.dtype != torch.float32:
@@ -192,6 +202,10 @@ def check_table_function(
 WINDOW_CASES = [(0, 100, 16), (65_000, 64, 16), (1_000_000, 32, 64), (10_000_000, 16, 8), (2**24 + 1, 8, 6)]
 
 
+#: The largest error of a table whose only error is its final rounding to float32: half a float32 step near 1.
+_ONE_ROUNDING = 2.0**-25 + 1e-15
+
+
 def _exact_window(start: int, n: int, d_model: int) -> torch.Tensor:
     pos = torch.arange(start, start + n, dtype=torch.float64)[:, None]
     angles = pos * inverse_frequencies(d_model)[None, :]
@@ -222,40 +236,88 @@ def check_window_table(window_table: Callable[[int, int, int], torch.Tensor] | N
             f"window_table{probe} made a tensor of {out[1]:,} values for a window of {probe[1] * probe[2]}: it "
             "builds the rows before `start` too. At start = 10^7 that is gigabytes; compute the window's rows only."
         )
-    worst = None
+    worst: tuple[str, float, int, int, int, torch.Tensor] | None = None
+    errors = []
     for start, n, d in WINDOW_CASES:
         label = f"window_table({start}, {n}, {d})"
         table, problem = attempt(label, window_table, start, n, d)
         if problem is not None:
             return problem
-        problem = _table_problem(label, table, (n, d))
+        problem = _table_problem(label, table, (n, d), start)
         if problem is not None:
             return problem
         assert isinstance(table, torch.Tensor)  # _table_problem checked it
+        got = table.detach().cpu().double()
         exact = _exact_window(start, n, d)
-        err = (table.detach().cpu().double() - exact).abs()
-        if err.max().item() > 5e-7:
-            if start == 0 and err.max().item() > 1e-4:
-                if torch.allclose(table[:, 0::2].double(), table[:, 1::2].double()):
+        off = (got - exact).abs().max().item()
+        errors.append(off)
+        if off > 5e-7:
+            for shift, first, final in ((1, "start+1", "start+n"), (-1, "start−1", "start+n−2")):
+                if (got - _exact_window(start + shift, n, d)).abs().max().item() < 1e-4:
+                    return failed(
+                        f"{label}: your rows are positions {first} … {final}, one off. Row k of the window is "
+                        "position start + k, for k = 0 … n − 1."
+                    )
+            if start == 0 and off > 1e-4:
+                if torch.allclose(got[:, 0::2], got[:, 1::2]):
                     return failed(f"{label}: the odd columns equal the even ones — sin where cos belongs?")
-                if torch.allclose(table[:, 0::2].double(), exact[:, 1::2], atol=1e-4):
+                if torch.allclose(got[:, 0::2], exact[:, 1::2], atol=1e-4):
                     return failed(f"{label}: sin and cos are swapped — sin goes in column 2i, cos in 2i+1.")
                 return failed(
-                    f"{label} is off by {err.max().item():.2g} already: check the layout (sin at 2i, cos at 2i+1) "
+                    f"{label} is off by {off:.2g} already: check the layout (sin at 2i, cos at 2i+1) "
                     "and the frequencies base^(-2i/d_model)."
                 )
-            worst = worst or (label, err.max().item(), start + n - 1)
+            if worst is None or off > worst[1]:
+                worst = (label, off, start, n, d, got)
     if worst is not None:
-        label, off, last = worst
+        label, off, start, n, d, got = worst
+        rel = _rounded_omega(got, torch.arange(start, start + n, dtype=torch.float64), d)
+        if rel is not None:
+            return failed(
+                f"{label} is off by {off:.1g}. The angle error is zero in pair 0 and, in every other pair, the "
+                f"same multiple of pos in every row: every angle is pos times a number that is off by a relative "
+                f"{rel:.1g}. Which number is that, and in which dtype was it made?"
+            )
+        last = start + n - 1
         spacing = 2.0 ** (math.floor(math.log2(max(last, 1))) - 23)  # float32 keeps 24 significant bits
         return failed(
             f"{label} is off by {off:.1g}. Near position {last:,} neighbouring float32 numbers are {spacing:g} apart: "
             "find the step of your code where a large number is still float32."
         )
+    largest = max(errors)
+    if largest <= _ONE_ROUNDING:
+        return passed(
+            f"Every window is within {largest:.1g} of the exact values, up to start = 2^24 + 1, where float32 can no "
+            "longer even hold every position. That is at most half a float32 step (2^-25): only the final rounding "
+            "to float32 is left, so your positions and angles never existed in float32."
+        )
     return passed(
-        "Every window is within 5e-7 of the exact values, up to start = 2^24 + 1, where float32 can no longer "
-        "even hold every position: the positions and angles never exist in float32, only the finished rows."
+        f"Every window is within {largest:.1g} of the exact values (the promise: 5e-7), up to start = 2^24 + 1, "
+        "where float32 can no longer even hold every position. That is more than one final rounding to float32 "
+        "(2^-25 ≈ 3e-8): if your angles are exact, some float32 arithmetic after them adds a few roundings."
     )
+
+
+def _rounded_omega(table: torch.Tensor, positions: torch.Tensor, d_model: int) -> float | None:
+    """The relative error of ω, when ``table``'s angles are exactly ``pos·ω'`` for an ω' off in pairs 1… only.
+
+    That is the trace of ω rounded (e.g. made in float32) and then multiplied by exact positions: the angle
+    error is zero in pair 0 (ω_0 = 1 in any dtype) and, pair by pair, the same multiple of pos in every row.
+    None when the angle errors do not have that shape (float32 angles round differently in every row).
+    """
+    pairs = table.view(len(positions), d_model // 2, 2)
+    exact = positions[:, None] * inverse_frequencies(d_model)[None, :]
+    seen = torch.atan2(pairs[..., 0], pairs[..., 1])
+    err = torch.remainder(seen - exact + math.pi, 2 * math.pi) - math.pi  # signed, in [-π, π)
+    rows = positions > 0
+    if d_model < 4 or int(rows.sum()) < 2 or err[:, 0].abs().max().item() > 1e-6 or err.abs().max() < 1e-5:
+        return None
+    per_pos = err[rows, 1:] / positions[rows, None]  # [row, pair]: constant down each column if ω was rounded
+    noise = 1e-6 / positions[rows].min().item()  # the table's own float32 rounding, read back as an angle
+    spread = (per_pos.amax(dim=0) - per_pos.amin(dim=0)).max().item()
+    if spread > 0.05 * per_pos.abs().max().item() + noise:
+        return None
+    return (per_pos.abs().amax(dim=0) / inverse_frequencies(d_model)[1:]).max().item()
 
 
 # --------------------------------------------------------------------------- exercise: debug a half-done fix
@@ -267,11 +329,16 @@ def _angle_errors(table: torch.Tensor, max_len: int, d_model: int) -> torch.Tens
     return torch.remainder(seen - exact + math.pi, 2 * math.pi).sub(math.pi).abs()
 
 
+#: (max_len, d_model) sizes :func:`check_precision_fix` tries after the exercise's own (a fix hard-coded for one fails).
+PRECISION_SIZES = [(3000, 64), (70001, 6)]
+
+
 @checker
 def check_precision_fix(
     fixed_table: Callable[[int, int], torch.Tensor] | None, max_len: int = 70000, d_model: int = 16
 ) -> Feedback:
-    """Check a fix of the half-done float64 table: float32 ``[max_len, d_model]``, within 5e-7 of the exact values.
+    """Check a fix of the half-done float64 table: float32 ``[max_len, d_model]``, within 5e-7 of the exact values,
+    at the exercise's size and at :data:`PRECISION_SIZES`.
 
     The feedback says which precision loss is left: ω rounded to float32 before the float64
     product (error ``pos·|ω32 − ω|``, zero in pair 0 where ``ω = 1``), angles rounded to float32,
@@ -281,28 +348,53 @@ def check_precision_fix(
         return not_done()
     if not callable(fixed_table):
         return failed(f"Answer with a function fixed_table(max_len, d_model), got {type(fixed_table).__name__}.")
-    table, problem = attempt(f"fixed_table({max_len}, {d_model})", fixed_table, max_len, d_model)
+    largest = 0.0
+    for size in [(max_len, d_model), *PRECISION_SIZES]:
+        problem, off = _precision_problem(fixed_table, *size)
+        if problem is not None:
+            return problem
+        largest = max(largest, off)
+    sizes = ", ".join(f"{n} × {d}" for n, d in [(max_len, d_model), *PRECISION_SIZES])
+    if largest <= _ONE_ROUNDING:
+        return passed(
+            f"Within {largest:.1g} of the exact values at every size tried ({sizes}): at most half a float32 step "
+            "(2^-25), so only the final rounding to float32 is left — pos, ω and their product stayed in float64."
+        )
+    return passed(
+        f"Within {largest:.1g} of the exact values at every size tried ({sizes}; the promise: 5e-7). That is more "
+        "than one final rounding to float32 (2^-25 ≈ 3e-8): if your angles are exact, some float32 arithmetic "
+        "after them adds a few roundings."
+    )
+
+
+def _precision_problem(
+    fixed_table: Callable[[int, int], torch.Tensor], max_len: int, d_model: int
+) -> tuple[Feedback | None, float]:
+    """(feedback or None, largest error) for ``fixed_table(max_len, d_model)``."""
+    label = f"fixed_table({max_len}, {d_model})"
+    table, problem = attempt(label, fixed_table, max_len, d_model)
     if problem is not None:
-        return problem
+        return problem, 0.0
     if not isinstance(table, torch.Tensor):
-        return failed(f"fixed_table must return a torch.Tensor, got {type(table).__name__}.")
+        return failed(f"fixed_table must return a torch.Tensor, got {type(table).__name__}."), 0.0
     if tuple(table.shape) != (max_len, d_model):
-        return failed(f"Shape {tuple(table.shape)}; expected (max_len, d_model) = ({max_len}, {d_model}).")
+        return failed(
+            f"{label} returned shape {tuple(table.shape)}; expected (max_len, d_model) = ({max_len}, {d_model})."
+        ), 0.0
     if not table.is_floating_point() or table.is_complex():
-        return failed(f"dtype {table.dtype}: return a real floating table.")
+        return failed(f"dtype {table.dtype}: return a real floating table."), 0.0
     if table.dtype != torch.float32:
-        return failed(f"dtype {table.dtype}: the model wants float32. Compute in float64, then cast last (.float()).")
+        return failed(
+            f"dtype {table.dtype}: the model wants float32. Compute in float64, then cast last (.float())."
+        ), 0.0
     t = table.detach().cpu().double()
     if not bool(torch.isfinite(t).all()):
-        return failed("The table holds NaN or inf values.")
+        return failed(f"{label}: the table holds NaN or inf values."), 0.0
     exact = sinusoidal_table(max_len, d_model, dtype=torch.float64)
     err = (t - exact).abs()
     worst = err.max().item()
     if worst <= 5e-7:
-        return passed(
-            f"Within {worst:.1g} of the exact values up to position {max_len - 1}: pos, ω and their product all "
-            "stay in float64, and only the final table is rounded to float32."
-        )
+        return None, worst
     angle_err = _angle_errors(t, max_len, d_model)  # [pos, pair], radians
     last, tenth = angle_err[-1], angle_err[max_len // 10]
     scaled = last[1:] * (max_len // 10) / (max_len - 1)  # what a linear growth predicts at pos max_len // 10
@@ -310,18 +402,18 @@ def check_precision_fix(
     if last[0] <= 1e-6 and last.max().item() > 1e-4 and linear:
         rel = (last[1:] / ((max_len - 1) * inverse_frequencies(d_model)[1:])).max().item()
         return failed(
-            f"Off by {worst:.1g} at large positions. The angle error grows in proportion to pos ("
+            f"{label} is off by {worst:.1g} at large positions. The angle error grows in proportion to pos ("
             f"{angle_err[max_len // 10].max().item():.1g} rad at pos {max_len // 10}, {last.max().item():.1g} rad at "
             f"pos {max_len - 1}) and is zero in pair 0: every angle is pos times a number that is off by a "
             f"relative {rel:.1g}. Which number is that, and in which dtype was it made?"
-        )
+        ), worst
     if err[:1000].max().item() > 1e-4:
         return failed(
-            f"Off by {err[:1000].max().item():.2g} already in the first 1000 positions: check the layout "
+            f"{label} is off by {err[:1000].max().item():.2g} already in the first 1000 positions: check the layout "
             "(sin at 2i, cos at 2i+1) and the frequencies base^(-2i/d_model)."
-        )
+        ), worst
     pos = int(err.amax(dim=1).argmax())
     return failed(
-        f"Right near 0, but off by {worst:.1g} at position {pos}: some step still rounds to float32 before sin/cos. "
-        "List the numbers your code forms on the way to the angles, their sizes and their dtypes."
-    )
+        f"{label} is right near 0, but off by {worst:.1g} at position {pos}: some step still rounds to float32 "
+        "before sin/cos. List the numbers your code forms on the way to the angles, their sizes and their dtypes."
+    ), worst

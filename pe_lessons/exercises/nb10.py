@@ -8,11 +8,13 @@ notebook: each is worked out from its section's reasoning, with other numbers.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TypedDict
 
 import torch
 
+from .. import rotary
 from ..rotary import rope_frequencies, scaled_frequencies
 from ._feedback import (
     Feedback,
@@ -190,6 +192,30 @@ def _yarn_reference(head_dim: int, base: float, factor: float, trained_len: int)
     return scaled_frequencies(head_dim, rule, base=base)[0]
 
 
+@contextmanager
+def _watch_reference(fn: object) -> Iterator[list[bool]]:
+    """While the block runs, every name bound to :func:`scaled_frequencies` in ``fn``'s module namespace
+    (and ``pe_lessons.rotary.scaled_frequencies``) calls it through a wrapper that records the call, so the
+    checker can tell a fixed formula from a function that just asks the library for the answer."""
+    called = [False]
+
+    def watched(*args: object, **kwargs: object) -> object:
+        called[0] = True
+        return scaled_frequencies(*args, **kwargs)  # type: ignore[arg-type]
+
+    namespace = getattr(fn, "__globals__", None)
+    names = [k for k, v in namespace.items() if v is scaled_frequencies] if isinstance(namespace, dict) else []
+    for name in names:
+        namespace[name] = watched  # type: ignore[index]
+    rotary.scaled_frequencies = watched  # type: ignore[assignment]
+    try:
+        yield called
+    finally:
+        rotary.scaled_frequencies = scaled_frequencies
+        for name in names:
+            namespace[name] = scaled_frequencies  # type: ignore[index]
+
+
 @checker
 def check_yarn_frequencies(fn: Callable[..., object]) -> Feedback:
     """Exercise 3: ``fn(head_dim, base, factor, trained_len)`` returns YaRN's ``θ'_j`` (Hugging Face's ramp),
@@ -198,9 +224,15 @@ def check_yarn_frequencies(fn: Callable[..., object]) -> Feedback:
         return not_done()
     for head_dim, base, factor, trained_len in YARN_PROBES:
         label = f"yarn_frequencies({head_dim}, {base:g}, {factor:g}, {trained_len})"
-        got, problem = attempt(label, fn, head_dim, base, factor, trained_len)
+        with _watch_reference(fn) as called:
+            got, problem = attempt(label, fn, head_dim, base, factor, trained_len)
         if problem is not None:
             return problem
+        if called[0]:
+            return failed(
+                f"{label} calls scaled_frequencies: use it beside your function to compare, not inside it. "
+                "The exercise is to find and fix the bug in the function's own formula."
+            )
         try:
             got = torch.as_tensor(got, dtype=torch.float64).flatten() if not isinstance(got, torch.Tensor) else got
         except Exception:

@@ -66,7 +66,8 @@ def _ids_from(answer: object) -> tuple[list[list[int]] | None, Feedback | None]:
 
 
 def _variant_ids(segments: list, merge: int, *, text_after: str = "max", swap: bool = False) -> list[list[int]]:
-    """Position ids with a common slip: text after an image continues after its token count, or rows/columns swapped."""
+    """Position ids with a common slip: text after an image continues after its token count (``"count"``) or
+    after its largest side in patches (``"patches"``), or rows and columns swapped."""
     start, parts = 0, []
     for item in segments:
         if isinstance(item, int):
@@ -74,12 +75,13 @@ def _variant_ids(segments: list, merge: int, *, text_after: str = "max", swap: b
             start += item
             continue
         t, h, w = item
+        patch_side = max(h, w)
         h, w = h // merge, w // merge
         if swap:
             h, w = w, h
         tt, hh, ww = torch.meshgrid(torch.arange(t), torch.arange(h), torch.arange(w), indexing="ij")
         parts.append(torch.stack((tt, hh, ww)).reshape(3, -1) + start)
-        start += t * h * w if text_after == "count" else max(h, w)
+        start += {"count": t * h * w, "patches": patch_side}.get(text_after, max(h, w))
     return torch.cat(parts, dim=1).tolist()
 
 
@@ -111,10 +113,22 @@ def check_image_text_ids(answer: object) -> Feedback:
         return failed(f"The sequence has {n} tokens (text, image tokens after merging, text), not {lengths.pop()}.")
     if rows == _variant_ids(segments, merge, swap=True):
         return failed("Rows and columns are swapped: the grid is (t, h, w) = (1, 6, 4), 6 patch rows of 4 columns.")
-    if rows == _variant_ids(segments, merge, text_after="count"):
+    counted, by_patches = (_variant_ids(segments, merge, text_after=slip) for slip in ("count", "patches"))
+    if rows == counted and rows == by_patches:  # this image: 6 tokens, and 6 patches on its longer side
+        return failed(
+            "The image tokens are right, but the text after the image continues too late. Here the image's token "
+            "count (3 × 2 = 6) and its largest side in patches (6) are the same number: neither is what the text "
+            "continues after. Count the image's sides in tokens, after merging."
+        )
+    if rows == counted:
         return failed(
             "The image tokens are right, but the text after the image does not continue after their count: it "
             "continues from the image's start plus its largest side (in tokens)."
+        )
+    if rows == by_patches:
+        return failed(
+            "The image tokens are right, but the text after the image counts the image's sides in patches: "
+            "count them in tokens, after merging 2 × 2."
         )
     if any(r[:4] != w[:4] for r, w in zip(rows, want, strict=True)):
         return failed("The first text tokens count 0, 1, 2, 3 in all three rows.")
@@ -227,8 +241,16 @@ def _mla_inputs(heads: int, seq: int, nope: int, rope: int, rank: int, seed: int
         torch.randn(seq, rank, generator=g, dtype=torch.float64),
         torch.randn(seq, rope, generator=g, dtype=torch.float64),
         torch.randn(heads, nope, rank, generator=g, dtype=torch.float64) / math.sqrt(nope),
-        torch.arange(seq) + 3 * seed,
+        _positions(seq, seed, g),
     )
+
+
+def _positions(seq: int, seed: int, g: torch.Generator) -> torch.Tensor:
+    """Positions with gaps (as after padding, packing or in a cache), increasing, from ``3·seed`` up.
+
+    Not 0, 1, 2, …: a RoPE score depends only on ``m − n``, so a function that ignores ``positions`` would
+    match on any contiguous run."""
+    return torch.randperm(4 * seq, generator=g)[:seq].sort().values + 3 * seed
 
 
 @checker
@@ -254,12 +276,35 @@ def check_mla_scores(fn: object) -> Feedback:
         if torch.allclose(got.double(), want, rtol=1e-6, atol=1e-8):
             continue
         q_nope, q_rope, latent, k_rope, w_uk, positions = args
-        buggy = (q_nope @ w_uk) @ apply_rope(latent, positions).transpose(-2, -1)
-        rope_part = want - (q_nope @ w_uk) @ latent.transpose(-2, -1)
+        if got.dtype != torch.float64:
+            tol = 10 * torch.finfo(got.dtype).eps * float(want.abs().max())  # its rounding: about 1 eps·max
+            if torch.allclose(got.double(), want, rtol=0.0, atol=tol):
+                dtype = str(got.dtype).removeprefix("torch.")
+                return failed(
+                    f"The scores are right only to {dtype} precision: the inputs are float64, so compute in their "
+                    "dtype (no .float() or float32 tensors on the way)."
+                )
+        q_latent = q_nope @ w_uk
+        buggy = q_latent @ apply_rope(latent, positions).transpose(-2, -1)
+        rope_part = want - q_latent @ latent.transpose(-2, -1)
         if torch.allclose(got.double(), buggy + rope_part, rtol=1e-6, atol=1e-8):
             return failed(
                 "These are the scores of the function as given. Ask which of the two terms may depend on the "
                 "positions, then shift every position by 100 and see which term changes."
+            )
+        both = apply_rope(q_latent, positions) @ apply_rope(latent, positions).transpose(-2, -1)
+        if torch.allclose(got.double(), both + rope_part, rtol=1e-6, atol=1e-8):
+            return failed(
+                "Turning the absorbed query as well makes the scores depend on distances again, but they are not "
+                "the model's scores: section 3 showed that no turn of the latent stands in for turning the key "
+                "(R_n W_UK ≠ W_UK M_n). Which term is meant to carry the position?"
+            )
+        counted = torch.arange(positions.shape[0])
+        from_zero = apply_rope(q_rope, counted) @ apply_rope(k_rope, counted).transpose(-2, -1)
+        if torch.allclose(got.double(), want - rope_part + from_zero, rtol=1e-6, atol=1e-8):
+            return failed(
+                "The rotated term must turn q_rope and k_rope by the `positions` passed in, not by 0, 1, 2, …: "
+                "after padding, packing or in a KV cache the positions have gaps (as in this probe)."
             )
         if torch.allclose(got.double(), want - rope_part, rtol=1e-6, atol=1e-8):
             return failed("The rotated term is missing: add (R_m q_rope)·(R_n k_rope) to the absorbed term.")
@@ -272,5 +317,5 @@ def check_mla_scores(fn: object) -> Feedback:
         )
     return passed(
         "The latent stays unrotated, so W_UK folds into the query once for every key; only the small shared part "
-        "k_rope turns. Scores match on three sizes."
+        "k_rope turns. Scores match on three sizes, with gaps in the positions."
     )

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from pe_lessons import exercises as ex
-from pe_lessons import sinusoidal_table
+from pe_lessons import inverse_frequencies, sinusoidal_table
 
 from .junk import FUNCTION_JUNK, JUNK, placeholder
 
@@ -59,8 +59,33 @@ def textbook_table(max_len, d_model, base=10000.0):
 
 
 def test_precision_fix_accepts_float64_angles_and_the_package_table():
-    assert ex.check_precision_fix(fixed_table).ok
-    assert ex.check_precision_fix(lambda n, d: sinusoidal_table(n, d)).ok
+    feedback = ex.check_precision_fix(fixed_table)
+    assert feedback.ok and "only the final rounding" in feedback.message
+    # the package's angle addition is within the promise but is not "only the final rounding": no such claim
+    feedback = ex.check_precision_fix(lambda n, d: sinusoidal_table(n, d))
+    assert (
+        feedback.ok and "only the final" not in feedback.message and "more than one final rounding" in feedback.message
+    )
+
+
+def hard_coded_16(max_len, d_model):  # right at the exercise's size only
+    omega = 10000.0 ** (-torch.arange(0, 16, 2, dtype=torch.float64) / 16)
+    angles = torch.arange(max_len, dtype=torch.float64)[:, None] * omega
+    return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1).float()
+
+
+@pytest.mark.parametrize(
+    "answer, words",
+    [
+        (hard_coded_16, "fixed_table(3000, 64) returned shape (3000, 16)"),
+        (lambda n, d: fixed_table(70000, d), "fixed_table(3000, 64) returned shape (70000, 64)"),
+        (lambda n, d: fixed_table(n, d) if n == 70000 else fixed_table(n, d) + 1e-3, "fixed_table(3000, 64) is off"),
+        (lambda n, d: fixed_table(n, d) if d != 6 else classmate_table(n, d), "fixed_table(70001, 6)"),
+    ],
+)
+def test_precision_fix_probes_more_than_one_size(answer, words):
+    feedback = ex.check_precision_fix(answer)
+    assert not feedback.ok and words in feedback.message, feedback
 
 
 @pytest.mark.parametrize(
@@ -70,7 +95,7 @@ def test_precision_fix_accepts_float64_angles_and_the_package_table():
         (lambda n, d: sinusoidal_table(n, d, dtype=torch.float64), "the model wants float32"),
         (textbook_table, "some step still rounds to float32"),
         (lambda n, d: fixed_table(n, d)[:, torch.arange(d).view(-1, 2).flip(1).flatten()], "layout"),
-        (lambda n, d: fixed_table(n + 1, d), "Shape"),
+        (lambda n, d: fixed_table(n + 1, d), "shape (70001, 16)"),
         (lambda n, d: fixed_table(n, d).to(torch.int32), "floating"),
         (lambda n, d: fixed_table(n, d) * float("nan"), "NaN"),
         (lambda n, d: fixed_table(n, d).numpy(), "torch.Tensor"),
@@ -154,15 +179,54 @@ def test_window_table_accepts_float64_positions_cast_last():
         (lambda s, n, d: sinusoidal_table(s + n, d)[s:], "rows before `start`"),
         (lambda s, n, d: torch.cat([window(s + p, 1, d) for p in range(n)]), "loop over positions"),
         (lambda s, n, d: window(s, n, d).double(), "float32"),
-        (lambda s, n, d: window(s, n, d)[:, : d // 2], "shape"),
+        (lambda s, n, d: window(s, n, d)[:, : d // 2], "interleaving"),
         (lambda s, n, d: window(s, n, d).view(n, -1, 2).flip(-1).flatten(1), "swapped"),
         (lambda s, n, d: window(s, n, d)[:, 0::2].repeat_interleave(2, 1), "sin where cos belongs"),
-        (lambda s, n, d: window(s + 1, n, d), "off by"),
+        (lambda s, n, d: window(s + 1, n, d), "positions start+1 … start+n, one off"),
+        (lambda s, n, d: window(s - 1, n, d), "positions start−1 … start+n−2, one off"),
+        (lambda s, n, d: window(s, n - 1, d), "n = 100 rows"),
+        (lambda s, n, d: window(s, n, 8), "rows for d_model = 8"),
     ],
 )
 def test_window_table_names_what_is_wrong(answer, words):
     feedback = ex.check_window_table(answer)
     assert not feedback.ok and words in feedback.message, feedback
+
+
+def test_window_table_gives_the_column_hints_only_for_columns():
+    for wrong in (lambda s, n, d: window(s + 1, n, d), lambda s, n, d: window(s, n - 1, d)):
+        feedback = ex.check_window_table(wrong)
+        assert not feedback.ok and "interleaving" not in feedback.message and "layout" not in feedback.message
+
+
+def omega32_window(start, n, d):  # float64 positions, but ω made in float32 (the textbook line)
+    omega = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-math.log(10000.0) / d)).double()
+    angles = torch.arange(start, start + n, dtype=torch.float64)[:, None] * omega
+    return torch.stack((angles.sin(), angles.cos()), -1).flatten(1).float()
+
+
+def rounded_omega_window(start, n, d):  # the exact ω, rounded once to float32
+    angles = torch.arange(start, start + n, dtype=torch.float64)[:, None] * inverse_frequencies(d).float().double()
+    return torch.stack((angles.sin(), angles.cos()), -1).flatten(1).float()
+
+
+@pytest.mark.parametrize("answer", [omega32_window, rounded_omega_window])
+def test_window_table_asks_about_omega_when_omega_was_rounded(answer):
+    feedback = ex.check_window_table(answer)
+    assert not feedback.ok and "relative" in feedback.message and "dtype" in feedback.message, feedback
+    assert "large number" not in feedback.message and "neighbouring float32" not in feedback.message
+    # the worst window is reported, not the first that fails (at start 0 the error is only a few 1e-7)
+    assert "window_table(0, " not in feedback.message
+    off = float(re.search(r"is off by ([0-9.e+-]+?)\.\s", feedback.message).group(1))
+    assert off > 1e-3
+
+
+def test_window_table_pass_message_claims_one_rounding_only_when_true():
+    assert "only the final rounding" in ex.check_window_table(window).message
+    feedback = ex.check_window_table(lambda s, n, d: window(s, n, d) + 1e-7)
+    assert (
+        feedback.ok and "only the final" not in feedback.message and "more than one final rounding" in feedback.message
+    )
 
 
 @pytest.mark.parametrize("answer", JUNK + FUNCTION_JUNK)

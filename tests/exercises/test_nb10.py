@@ -167,3 +167,25 @@ def test_yarn_checker_stops_a_function_that_never_returns(monkeypatch):
 
     feedback = check_yarn_frequencies(forever)
     assert not feedback.ok and feedback.message
+
+
+def test_yarn_checker_rejects_a_function_that_asks_scaled_frequencies_for_the_answer():
+    # the exercise is to fix the function's own formula: returning the library's result is not a fix
+    from pe_lessons import rotary
+
+    def via_name(head_dim, base, factor, trained_len):
+        rule = {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": trained_len}
+        return scaled_frequencies(head_dim, rule, base=base)[0]
+
+    def via_module(head_dim, base, factor, trained_len):
+        rule = {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": trained_len}
+        return rotary.scaled_frequencies(head_dim, rule, base=base)[0]
+
+    original = rotary.scaled_frequencies
+    for fn in (via_name, via_module):
+        feedback = check_yarn_frequencies(fn)
+        assert not feedback.ok and "scaled_frequencies" in feedback.message, feedback.message
+        assert "0." not in feedback.message  # no frequency printed: the hint gives no answer away
+    # both names are restored afterwards, and a fixed formula still passes
+    assert scaled_frequencies is original and rotary.scaled_frequencies is original
+    assert check_yarn_frequencies(_yarn).ok

@@ -55,6 +55,11 @@ def test_image_text_ids_slips_are_named():
     right = _by_hand()
     counted = [r[:10] + [10, 11] for r in right]
     assert "largest side" in check_image_text_ids(counted).message
+    # on this image the token count (6) equals the longer side in patches (6): the hint must name both slips
+    by_patches = [r[:10] + [4 + 6, 4 + 7] for r in right]
+    assert by_patches == counted
+    message = check_image_text_ids(by_patches).message
+    assert "count" in message and "patches" in message and "in tokens" in message
     swapped = nb11._variant_ids(IMAGE_TEXT["segments"], 2, swap=True)
     assert "swapped" in check_image_text_ids(swapped).message
     unmerged = mrope_position_ids(IMAGE_TEXT["segments"], spatial_merge_size=1).tolist()
@@ -130,7 +135,32 @@ def test_mla_scores_right_answers_pass():
     assert check_mla_scores(lambda *a: _fixed(*a).float()).ok
 
 
+def test_mla_scores_probes_positions_with_gaps():
+    """A RoPE score depends on m − n only: positions 0, 1, 2, … shifted would let a function that ignores them pass."""
+    for seed, seq in ((0, 5), (1, 9), (2, 12)):
+        positions = nb11._mla_inputs(1, seq, 2, 2, 2, seed)[-1]
+        steps = positions.diff()
+        assert (steps >= 1).all() and (steps > 1).any(), positions
+
+
 def test_mla_scores_slips_are_named():
+    def dropped(q_nope, q_rope, latent, k_rope, w_uk, positions):  # rotates by 0, 1, 2, … whatever it is given
+        return (q_nope @ w_uk) @ latent.mT + apply_rope(q_rope) @ apply_rope(k_rope).mT
+
+    message = check_mla_scores(dropped).message
+    assert not check_mla_scores(dropped).ok and "`positions` passed in" in message
+
+    def both_turned(q_nope, q_rope, latent, k_rope, w_uk, positions):  # the query latent turned too
+        nope = apply_rope(q_nope @ w_uk, positions) @ apply_rope(latent, positions).mT
+        return nope + apply_rope(q_rope, positions) @ apply_rope(k_rope, positions).mT
+
+    assert "section 3" in check_mla_scores(both_turned).message
+
+    def in_float32(*args):
+        return _fixed(*(a.float() if a.is_floating_point() else a for a in args))
+
+    assert "compute in" in check_mla_scores(in_float32).message
+    assert "float32 precision" in check_mla_scores(in_float32).message
     assert "as given" in check_mla_scores(_buggy).message
     no_rope = lambda q_nope, q_rope, latent, k_rope, w_uk, positions: (q_nope @ w_uk) @ latent.mT  # noqa: E731
     assert "rotated term is missing" in check_mla_scores(no_rope).message

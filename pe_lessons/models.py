@@ -269,14 +269,16 @@ def mrope_position_ids(segments: Sequence[object], *, spatial_merge_size: int = 
     r"""The ``[3, seq]`` position ids (time, height, width) of a text + image/video sequence, as ``get_rope_index``.
 
     ``segments`` lists the sequence in order: an ``int`` ``n`` is ``n`` text tokens; a triple
-    ``(t, h, w)`` is an image's patch grid (``image_grid_thw``: frames, patch rows, patch columns,
-    before merging); a dict ``{"grid_thw": (t, h, w), "time_interval": τ}`` is a video whose frames
-    are ``τ`` apart (Qwen2.5-VL: ``τ = tokens_per_second · second_per_grid_t``). The language model
-    sees ``t × (h/k) × (w/k)`` tokens per grid, ``k = spatial_merge_size`` (2 in the released models).
+    ``(t, h, w)`` is an image's patch grid (``image_grid_thw``: temporal patches — 1 for an image, two
+    frames each in a video —, patch rows, patch columns, before merging); a dict ``{"grid_thw": (t, h, w),
+    "time_interval": τ}`` is a video whose temporal patches are ``τ`` apart (Qwen2.5-VL:
+    ``τ = tokens_per_second · second_per_grid_t``). The language model sees
+    ``t × (h/k) × (w/k)`` tokens per grid, ``k = spatial_merge_size`` (2 in the released models).
 
     With ``s`` the next free position: text tokens get ``(s, s, s), (s+1, s+1, s+1), …``; the
-    token of frame ``f``, row ``r``, column ``c`` gets ``(s + ⌊f·τ⌋, s + r, s + c)``; after a grid,
-    ``s`` advances by ``max(h, w)/k`` (transformers 5.24), after text by its length.
+    token of temporal patch ``f``, row ``r``, column ``c`` gets ``(s + ⌊f·τ⌋, s + r, s + c)``; after a grid,
+    ``s`` advances by ``max(h, w)/k`` (transformers 5.24; after a video the text's time id can therefore be
+    smaller than the video's largest), after text by its length.
     """
     if isinstance(segments, (str, bytes)) or not isinstance(segments, Sequence) or len(segments) == 0:
         raise ValueError("segments must be a non-empty list of text lengths (int) and vision grids ((t, h, w))")

@@ -55,8 +55,12 @@ def _ids_from(answer: object) -> tuple[list[list[int]] | None, Feedback | None]:
     for name, row in zip(("time", "height", "width"), answer, strict=True):
         if hasattr(row, "shape") and hasattr(row, "tolist") and callable(row.tolist):  # a 1-D tensor or array
             if len(row.shape) != 1:
+                if len(row.shape) == 2 and row.shape[0] == 1:
+                    return None, _batch_dimension()
                 return None, failed(f"The {name} row must be one number per token, got shape {list(row.shape)}.")
             row = row.tolist()
+        if isinstance(row, (list, tuple)) and len(row) == 1 and isinstance(row[0], (list, tuple)):
+            return None, _batch_dimension()  # [3, batch = 1, seq], as get_rope_index returns
         if isinstance(row, (str, bytes)) or not isinstance(row, (list, tuple)):
             return None, failed(f"The {name} row must be a list of numbers, got {_short(row)}.")
         values: list[int] = []
@@ -68,6 +72,13 @@ def _ids_from(answer: object) -> tuple[list[list[int]] | None, Feedback | None]:
             values.append(value)
         rows.append(values)
     return rows, None
+
+
+def _batch_dimension() -> Feedback:
+    return failed(
+        "These are [3, 1, seq] ids, with a batch dimension (as get_rope_index returns them): drop the batch "
+        "dimension and give three rows, one number per token."
+    )
 
 
 def _variant_ids(segments: list, merge: int, *, text_after: str = "max", swap: bool = False) -> list[list[int]]:
@@ -181,8 +192,12 @@ def check_window_pairs(answer: object) -> Feedback:
     value = None
     if isinstance(answer, tuple) and len(answer) == 1 and hasattr(answer[0], "shape"):
         answer = answer[0]  # torch.where(mask) / np.nonzero(mask): a tuple of one index tensor
-    if isinstance(answer, (range, list, tuple)) or (hasattr(answer, "shape") and math.prod(answer.shape) != 1):
+    if isinstance(answer, (range, list, tuple, set, frozenset)) or (
+        hasattr(answer, "shape") and math.prod(answer.shape) != 1
+    ):
         try:
+            if isinstance(answer, (set, frozenset)):
+                answer = sorted(answer)
             items = answer.tolist() if hasattr(answer, "tolist") else list(cast(Iterable, answer))
         except Exception:
             return failed(f"Give a number of pairs, or the list of pair indices, got {_short(answer)}.")
@@ -220,8 +235,20 @@ def check_window_pairs(answer: object) -> Feedback:
         return passed(
             f"{want} pairs (0 … {want - 1}) complete a turn within {n} positions; pair {want} has wavelength "
             f"{2 * math.pi * s * base ** (2 * want / d):.0f} > {n}. The other {d // 2 - want} pairs of the global layer "
-            "turn less than once inside the window: over short distances they carry almost no position."
+            "turn less than once inside the window: they order distances there, but coarsely; the slowest barely move."
         )
+    context = 131_072  # section 5's counts: over the whole context (factor 8, 1 or 4) and the 32 K of pre-training
+    if value in {
+        window_pairs(d, base, s, context),
+        window_pairs(d, base, 1.0, context),
+        window_pairs(d, base, 4.0, context),
+    }:
+        return failed(
+            f"Not {value}: that is one of section 5's counts over a much longer span (the whole context or the "
+            f"pre-training length); the question reads the global layer over the {n}-token window."
+        )
+    if value == d // 2 - want:
+        return failed(f"Not {value}: that counts the pairs that do not turn within the window.")
     if value == window_pairs(d, base, 1.0, n):
         return failed(
             "That is a layer without the linear factor: the global layers divide every frequency by 8 (rope_type "
@@ -309,11 +336,12 @@ def check_mla_scores(fn: object) -> Feedback:
         want = mla_scores(*args)
         if got.dtype.is_floating_point and seq > 1:
             upper = torch.ones(seq, seq, dtype=torch.bool).triu(1)
-            masked = bool((got[:, upper] < -1e4).all()) and bool(torch.isfinite(got[:, ~upper]).all())
+            above = got[:, upper]
+            masked = bool((above < -1e4).all() | (above == 0).all()) and bool(torch.isfinite(got[:, ~upper]).all())
             if masked and torch.allclose(got[:, ~upper].double(), want[:, ~upper], rtol=1e-6, atol=1e-8):
                 return failed(
-                    "The scores are right below the diagonal, but the keys after each query are masked: the task "
-                    "asks for the unmasked scores, every query against every key (no causal mask)."
+                    "The scores are right up to the diagonal, but the keys after each query are masked (or "
+                    "zeroed): the task asks for the unmasked scores, every query against every key (no causal mask)."
                 )
         if not got.dtype.is_floating_point or not bool(torch.isfinite(got).all()):
             return failed("The scores must be finite floating-point numbers.")
@@ -341,8 +369,8 @@ def check_mla_scores(fn: object) -> Feedback:
             return failed(
                 "Turning the absorbed query as well makes the scores depend on distances again, but they are not "
                 "the model's scores: RoPE on the latent is not RoPE on any head's key, and section 3 showed that no "
-                "single turn M_n of the latent serves all the heads that share it. Which term is meant to carry "
-                "the position?"
+                "single matrix M_n on the latent serves all the heads that share it (R_n W_UK leaves the span of "
+                "the stacked W_UK's columns). Which term is meant to carry the position?"
             )
         k_nope = torch.einsum("hdr,sr->hsd", w_uk, latent)  # the explicit keys' unrotated part, per head
         whole_key = apply_rope(q_nope, positions) @ apply_rope(k_nope, positions).transpose(-2, -1)
@@ -351,6 +379,12 @@ def check_mla_scores(fn: object) -> Feedback:
                 "That turns the whole key, q_nope·(W_UK c) included: plain RoPE, the relative property holds, but it "
                 "is what MLA cannot absorb (section 3) and not the model's scores. In MLA the latent term carries no "
                 "position; which term does?"
+            )
+        half = apply_rope(q_rope, positions, layout="half") @ apply_rope(k_rope, positions, layout="half").mT
+        if torch.allclose(got.double(), want - rope_part + half, rtol=1e-6, atol=1e-8):
+            return failed(
+                "The rotated term pairs the features as (i, i + rope/2) (layout 'half'); the function as given pairs "
+                "them as apply_rope's default does, (2i, 2i+1), and the weights are trained for that pairing: keep it."
             )
         ratio = (got.double() * want).sum() / (want * want).sum()
         if torch.allclose(got.double(), ratio * want, rtol=1e-6, atol=1e-8) and not math.isclose(ratio, 1.0):
@@ -382,6 +416,6 @@ def check_mla_scores(fn: object) -> Feedback:
             "term (q_nope @ w_uk) @ latentᵀ and the rotated term."
         )
     return passed(
-        "The latent stays unrotated, so W_UK folds into the query once for every key; only the small shared part "
+        "The latent stays unrotated, so W_UK folds into the query once, for all keys; only the small shared part "
         "k_rope turns. Scores match on three sizes, with gaps in the positions."
     )

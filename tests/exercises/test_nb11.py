@@ -268,3 +268,56 @@ def test_the_stub_is_not_answered_yet():
         raise NotImplementedError
 
     assert "Not answered" in check_mla_scores(stub).message
+
+
+# --------------------------------------------------------------------------- review 3 of the core-path cut
+
+
+def test_image_text_ids_with_a_batch_dimension_is_named():
+    """get_rope_index returns [3, batch, seq]: a [3, 1, 12] answer is told to drop the batch dimension."""
+    right = mrope_position_ids(IMAGE_TEXT["segments"], spatial_merge_size=2)
+    for form in (right[:, None, :], right[:, None, :].tolist(), right[:, None, :].numpy()):
+        feedback = check_image_text_ids(form)
+        assert not feedback.ok and "batch dimension" in feedback.message, type(form)
+
+
+def test_window_pairs_copied_counts_and_the_complement_are_named():
+    g = GEMMA3_GLOBAL
+    right = nb11.window_pairs(g["head_dim"], g["base"], g["factor"], g["window"])
+    # section 5's printed counts: over the whole context with factor 8, none and 4, and over the 32 K of pre-training
+    copied = {nb11.window_pairs(g["head_dim"], g["base"], f, 131_072) for f in (8.0, 1.0, 4.0)}
+    copied.add(nb11.window_pairs(g["head_dim"], g["base"], 1.0, 32_768))
+    assert copied == {73, 93, 80}
+    for value in copied:
+        message = check_window_pairs(value).message
+        assert "longer span" in message and "window" in message, value
+    assert "do not turn" in check_window_pairs(g["head_dim"] // 2 - right).message
+
+
+def test_window_pairs_a_set_of_indices_passes():
+    g = GEMMA3_GLOBAL
+    right = nb11.window_pairs(g["head_dim"], g["base"], g["factor"], g["window"])
+    assert check_window_pairs(set(range(right))).ok
+    assert check_window_pairs(frozenset(range(right))).ok
+    assert "run from pair 0" in check_window_pairs({1, 2, 3}).message
+
+
+def test_window_pairs_passed_message_agrees_with_section_5():
+    """The pairs that turn less than once still order distances in the window (section 5), coarsely."""
+    message = check_window_pairs(28).message
+    assert "coarsely" in message and "almost no position" not in message
+
+
+def test_mla_scores_zeroed_mask_and_half_layout_are_named():
+    def tril(*args):  # a causal "mask" written as torch.tril(scores): zeros above the diagonal
+        return torch.tril(_fixed(*args))
+
+    assert "no causal mask" in check_mla_scores(tril).message
+
+    def half(q_nope, q_rope, latent, k_rope, w_uk, positions):  # the other pair layout, on both sides
+        rope = apply_rope(q_rope, positions, layout="half") @ apply_rope(k_rope, positions, layout="half").mT
+        return (q_nope @ w_uk) @ latent.mT + rope
+
+    feedback = check_mla_scores(half)
+    assert not feedback.ok and "'half'" in feedback.message
+    assert "once, for all keys" in check_mla_scores(_fixed).message

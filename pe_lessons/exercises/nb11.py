@@ -53,13 +53,18 @@ def _ids_from(answer: object) -> tuple[list[list[int]] | None, Feedback | None]:
         )
     rows: list[list[int]] = []
     for name, row in zip(("time", "height", "width"), answer, strict=True):
+        if hasattr(row, "shape") and hasattr(row, "tolist") and callable(row.tolist):  # a 1-D tensor or array
+            if len(row.shape) != 1:
+                return None, failed(f"The {name} row must be one number per token, got shape {list(row.shape)}.")
+            row = row.tolist()
         if isinstance(row, (str, bytes)) or not isinstance(row, (list, tuple)):
             return None, failed(f"The {name} row must be a list of numbers, got {_short(row)}.")
         values: list[int] = []
         for v in row:
             value, problem = _whole(v, "whole position numbers")
-            if problem is not None or value is None:
-                return None, failed(f"In the {name} row: {problem.message if problem else 'not a number'}")
+            if problem is not None:
+                return None, failed(f"In the {name} row: {problem.message}")
+            assert value is not None
             values.append(value)
         rows.append(values)
     return rows, None
@@ -91,8 +96,9 @@ def check_image_text_ids(answer: object) -> Feedback:
     if is_placeholder(answer):
         return not_done()
     rows, problem = _ids_from(answer)
-    if problem is not None or rows is None:
-        return problem or failed("Give the position ids as a [3, seq] tensor or three lists.")
+    if problem is not None:  # (a failed Feedback is falsy: `problem or …` would hide its message)
+        return problem
+    assert rows is not None
     segments, merge = IMAGE_TEXT["segments"], IMAGE_TEXT["spatial_merge_size"]
     want = mrope_position_ids(segments, spatial_merge_size=merge).tolist()
     n = len(want[0])
@@ -140,18 +146,27 @@ def check_image_text_ids(answer: object) -> Feedback:
             "The image tokens are not right: the token in row r, column c (after merging) gets "
             "(start, start + r, start + c), row by row."
         )
+    after = [r[10:] for r in rows]
+    first = after[0][0]
+    if all(a == after[0] for a in after) and after[0] == list(range(first, first + len(after[0]))):
+        return failed(
+            f"The image is right, but the text after it starts at {first}: it continues one past the largest id "
+            "the image used in any stream (section 1)."
+        )
     return failed("The image is right; check the text after it (all three rows equal, counting on by 1).")
 
 
 # --------------------------------------------------------------------------- exercise 2
 
 
-def window_pairs(head_dim: int, base: float, factor: float, window: int, *, turn: float = 2 * math.pi) -> int:
+def window_pairs(
+    head_dim: int, base: float, factor: float, window: int, *, turn: float = 2 * math.pi, step: float = 2.0
+) -> int:
     """How many pairs complete at least one turn within ``window`` positions: ``window·θ_i/2π ≥ 1``,
-    ``θ_i = base^{-2i/head_dim}/factor`` (they are the first pairs, ``0 … count-1``). ``turn`` is 2π
-    (other values name a slip)."""
+    ``θ_i = base^{-2i/head_dim}/factor`` (they are the first pairs, ``0 … count-1``). ``turn`` is 2π and
+    ``step`` the 2 of the exponent ``-2i/head_dim`` (other values name a slip)."""
     theta = torch.arange(head_dim // 2, dtype=torch.float64)
-    theta = base ** (-2 * theta / head_dim) / factor
+    theta = base ** (-step * theta / head_dim) / factor
     return int((window * theta / turn >= 1).sum())
 
 
@@ -162,7 +177,10 @@ def check_window_pairs(answer: object) -> Feedback:
         return not_done()
     g = GEMMA3_GLOBAL
     want = window_pairs(g["head_dim"], g["base"], g["factor"], g["window"])
+    d, base, s, n = g["head_dim"], g["base"], g["factor"], g["window"]
     value = None
+    if isinstance(answer, tuple) and len(answer) == 1 and hasattr(answer[0], "shape"):
+        answer = answer[0]  # torch.where(mask) / np.nonzero(mask): a tuple of one index tensor
     if isinstance(answer, (range, list, tuple)) or (hasattr(answer, "shape") and math.prod(answer.shape) != 1):
         try:
             items = answer.tolist() if hasattr(answer, "tolist") else list(cast(Iterable, answer))
@@ -170,12 +188,23 @@ def check_window_pairs(answer: object) -> Feedback:
             return failed(f"Give a number of pairs, or the list of pair indices, got {_short(answer)}.")
         if any(isinstance(v, list) for v in items):
             return failed(f"Give a number of pairs, or a flat list of pair indices, got {_short(answer)}.")
+        if items and all(isinstance(v, bool) for v in items):
+            return failed(
+                f"That is a mask of {len(items)} pairs (True where a pair turns): give its sum, or the indices "
+                "where it is True."
+            )
         ints = []
         for v in items:
             number, problem = _whole(v, "pair indices (whole numbers)")
-            if problem is not None or number is None:
-                return failed(f"In your list: {problem.message if problem else 'not a number'}")
+            if problem is not None:
+                return failed(f"In your list: {problem.message}")
+            assert number is not None
             ints.append(number)
+        if len(ints) == 1 and ints != [0]:
+            return failed(
+                f"A list of one number reads as one pair index, [{ints[0]}]: give a count as a plain number, or "
+                "the list of every pair index that turns."
+            )
         if ints != list(range(len(ints))):
             return failed(
                 "The pairs that turn are the fastest ones, a run from pair 0 up: list 0, 1, 2, … up to the last one "
@@ -184,9 +213,9 @@ def check_window_pairs(answer: object) -> Feedback:
         value = len(ints)
     else:
         value, problem = _whole(answer, "a number of pairs")
-        if problem is not None or value is None:
-            return problem or failed("Answer with a number of pairs.")
-    d, base, s, n = g["head_dim"], g["base"], g["factor"], g["window"]
+        if problem is not None:  # (a failed Feedback is falsy: `problem or …` would hide its message)
+            return problem
+    assert value is not None
     if value == want:
         return passed(
             f"{want} pairs (0 … {want - 1}) complete a turn within {n} positions; pair {want} has wavelength "
@@ -202,8 +231,15 @@ def check_window_pairs(answer: object) -> Feedback:
         return failed("A turn is 2π radians: pair i turns window·θ_i/(2π) times.")
     if value == window_pairs(d, 10_000.0, 1.0, n):
         return failed("That is the count of a sliding-window layer (base 10 000); the global layers use 1 000 000.")
+    slips = []  # all three give the same count here (56 for this layer): name every cause
+    if value == window_pairs(d, base / s, 1.0, n):
+        slips.append("the linear factor divides the frequencies θ_i by 8, not the base")
+    if value == window_pairs(d, base, s, n, step=1.0):
+        slips.append("the exponent is −2i/head_dim, not −i/head_dim")
     if value == 2 * want:
-        return failed("That counts features; each pair is two features. Give the number of pairs.")
+        slips.append("each pair is two features: count pairs, not features")
+    if slips:
+        return failed(f"Not {value}. What gives this count: " + "; or ".join(slips) + ".")
     if not 0 <= value <= d // 2:
         return failed(f"A head of width {d} has {d // 2} pairs; the count lies between 0 and {d // 2}.")
     return failed(
@@ -270,9 +306,17 @@ def check_mla_scores(fn: object) -> Feedback:
             return failed(
                 f"With {heads} heads and {seq} tokens the scores are [{heads}, {seq}, {seq}], got {list(got.shape)}."
             )
+        want = mla_scores(*args)
+        if got.dtype.is_floating_point and seq > 1:
+            upper = torch.ones(seq, seq, dtype=torch.bool).triu(1)
+            masked = bool((got[:, upper] < -1e4).all()) and bool(torch.isfinite(got[:, ~upper]).all())
+            if masked and torch.allclose(got[:, ~upper].double(), want[:, ~upper], rtol=1e-6, atol=1e-8):
+                return failed(
+                    "The scores are right below the diagonal, but the keys after each query are masked: the task "
+                    "asks for the unmasked scores, every query against every key (no causal mask)."
+                )
         if not got.dtype.is_floating_point or not bool(torch.isfinite(got).all()):
             return failed("The scores must be finite floating-point numbers.")
-        want = mla_scores(*args)
         if torch.allclose(got.double(), want, rtol=1e-6, atol=1e-8):
             continue
         q_nope, q_rope, latent, k_rope, w_uk, positions = args
@@ -296,8 +340,30 @@ def check_mla_scores(fn: object) -> Feedback:
         if torch.allclose(got.double(), both + rope_part, rtol=1e-6, atol=1e-8):
             return failed(
                 "Turning the absorbed query as well makes the scores depend on distances again, but they are not "
-                "the model's scores: section 3 showed that no turn of the latent stands in for turning the key "
-                "(R_n W_UK ≠ W_UK M_n). Which term is meant to carry the position?"
+                "the model's scores: RoPE on the latent is not RoPE on any head's key, and section 3 showed that no "
+                "single turn M_n of the latent serves all the heads that share it. Which term is meant to carry "
+                "the position?"
+            )
+        k_nope = torch.einsum("hdr,sr->hsd", w_uk, latent)  # the explicit keys' unrotated part, per head
+        whole_key = apply_rope(q_nope, positions) @ apply_rope(k_nope, positions).transpose(-2, -1)
+        if torch.allclose(got.double(), whole_key + rope_part, rtol=1e-6, atol=1e-8):
+            return failed(
+                "That turns the whole key, q_nope·(W_UK c) included: plain RoPE, the relative property holds, but it "
+                "is what MLA cannot absorb (section 3) and not the model's scores. In MLA the latent term carries no "
+                "position; which term does?"
+            )
+        ratio = (got.double() * want).sum() / (want * want).sum()
+        if torch.allclose(got.double(), ratio * want, rtol=1e-6, atol=1e-8) and not math.isclose(ratio, 1.0):
+            return failed(
+                f"Your scores are the expected ones times {float(ratio):.4g}: the task asks for unscaled scores "
+                "(no 1/√d; the model applies its softmax scale later)."
+            )
+        only_q = apply_rope(q_rope, positions) @ k_rope.transpose(-2, -1)
+        only_k = q_rope @ apply_rope(k_rope, positions).transpose(-2, -1)
+        if any(torch.allclose(got.double(), want - rope_part + t, rtol=1e-6, atol=1e-8) for t in (only_q, only_k)):
+            return failed(
+                "Only one side of the rotated term is turned: RoPE turns the query by its position m and the key "
+                "by its position n, so that only n − m is left in their product."
             )
         counted = torch.arange(positions.shape[0])
         from_zero = apply_rope(q_rope, counted) @ apply_rope(k_rope, counted).transpose(-2, -1)

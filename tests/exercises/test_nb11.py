@@ -73,6 +73,31 @@ def test_image_text_ids_slips_are_named():
         assert not feedback.ok and feedback.message
 
 
+def test_image_text_ids_rows_as_tensors_or_arrays_pass():
+    right = _by_hand()
+    for form in ([torch.tensor(r) for r in right], [np.array(r) for r in right], tuple(torch.tensor(right))):
+        assert check_image_text_ids(form).ok, form
+
+
+def test_image_text_ids_format_messages_reach_the_student():
+    """A failed Feedback is falsy: `problem or fallback` used to show the fallback instead of the specific message."""
+    right = _by_hand()
+    transposed = check_image_text_ids(torch.tensor(right).T)
+    assert not transposed.ok and "three rows" in transposed.message and "got" in transposed.message
+    half = [right[0][:5] + [7.5] + right[0][6:], right[1], right[2]]
+    message = check_image_text_ids(half).message
+    assert "In the time row" in message and "7.5" in message
+    assert "must be a list of numbers" in check_image_text_ids([right[0], "4 4 5", right[2]]).message
+
+
+@pytest.mark.parametrize("start", [6, 8, 9])
+def test_image_text_ids_text_after_the_image_off_by_some(start):
+    right = _by_hand()
+    late = [r[:10] + [start, start + 1] for r in right]
+    message = check_image_text_ids(late).message
+    assert f"starts at {start}" in message and "one past the largest id" in message
+
+
 # --------------------------------------------------------------------------- exercise 2
 
 
@@ -104,6 +129,36 @@ def test_window_pairs_slips_are_named():
     for junk in JUNK + [right + 0.5, [0, 1.5]]:
         feedback = check_window_pairs(junk)
         assert not feedback.ok and feedback.message
+
+
+def test_window_pairs_format_messages_reach_the_student():
+    right = nb11.window_pairs(**{k: GEMMA3_GLOBAL[k] for k in ("head_dim", "base", "factor", "window")})
+    assert "non-integer 28.5" in check_window_pairs(28.5).message
+    assert "text" in check_window_pairs("28").message
+    g = GEMMA3_GLOBAL
+    turns = (
+        g["window"]
+        * LayerRope(g["head_dim"], base=g["base"], scaling={"rope_type": "linear", "factor": 8.0}).frequencies()
+        / (2 * math.pi)
+    )
+    mask = turns >= 1
+    for form in (mask, mask.numpy(), mask.tolist()):
+        message = check_window_pairs(form).message
+        assert "mask of 128 pairs" in message and "sum" in message, form
+    assert check_window_pairs(torch.where(mask)).ok and check_window_pairs(np.nonzero(mask.numpy())).ok
+    assert check_window_pairs(mask.sum()).ok
+    message = check_window_pairs([right]).message
+    assert "one pair index" in message and "plain number" in message
+
+
+def test_window_pairs_56_names_every_slip_that_gives_it():
+    g = GEMMA3_GLOBAL
+    right = nb11.window_pairs(g["head_dim"], g["base"], g["factor"], g["window"])
+    base_divided = nb11.window_pairs(g["head_dim"], g["base"] / g["factor"], 1.0, g["window"])
+    half_exponent = nb11.window_pairs(g["head_dim"], g["base"], g["factor"], g["window"], step=1.0)
+    assert base_divided == half_exponent == 2 * right == 56
+    message = check_window_pairs(56).message
+    assert "not the base" in message and "−2i/head_dim" in message and "features" in message
 
 
 # --------------------------------------------------------------------------- exercise 3
@@ -154,7 +209,8 @@ def test_mla_scores_slips_are_named():
         nope = apply_rope(q_nope @ w_uk, positions) @ apply_rope(latent, positions).mT
         return nope + apply_rope(q_rope, positions) @ apply_rope(k_rope, positions).mT
 
-    assert "section 3" in check_mla_scores(both_turned).message
+    message = check_mla_scores(both_turned).message
+    assert "section 3" in message and "all the heads that share it" in message
 
     def in_float32(*args):
         return _fixed(*(a.float() if a.is_floating_point() else a for a in args))
@@ -169,6 +225,26 @@ def test_mla_scores_slips_are_named():
     )
     assert "not rotated" in check_mla_scores(unrotated).message
     assert "[2, 5, 5]" in check_mla_scores(lambda *a: torch.zeros(3)).message
+
+    def causal(*args):
+        scores = _fixed(*args)
+        seq = scores.shape[-1]
+        return scores.masked_fill(torch.ones(seq, seq, dtype=torch.bool).triu(1), -math.inf)
+
+    assert "no causal mask" in check_mla_scores(causal).message
+    assert "1/√d" in check_mla_scores(lambda *a: _fixed(*a) / math.sqrt(a[0].shape[-1] + a[1].shape[-1])).message
+
+    def only_q_turned(q_nope, q_rope, latent, k_rope, w_uk, positions):
+        return (q_nope @ w_uk) @ latent.mT + apply_rope(q_rope, positions) @ k_rope.mT
+
+    assert "Only one side" in check_mla_scores(only_q_turned).message
+
+    def whole_key_turned(q_nope, q_rope, latent, k_rope, w_uk, positions):  # section 3's misconception
+        k_nope = latent @ w_uk.mT  # [heads, seq, nope]
+        nope = apply_rope(q_nope, positions) @ apply_rope(k_nope, positions).mT
+        return nope + apply_rope(q_rope, positions) @ apply_rope(k_rope, positions).mT
+
+    assert "turns the whole key" in check_mla_scores(whole_key_turned).message
 
     def hard_coded(q_nope, *rest):  # right for the first size only would still fail the others
         if q_nope.shape[0] == 2:

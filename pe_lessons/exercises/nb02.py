@@ -10,8 +10,8 @@ from pathlib import Path
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ..sinusoidal import inverse_frequencies, sinusoidal_table
-from ._feedback import Feedback, _short, attempt, checker, failed, is_placeholder, not_done, passed
+from ..sinusoidal import BLOCK, inverse_frequencies, sinusoidal_table
+from ._feedback import Feedback, _short, as_number, attempt, checker, failed, is_placeholder, not_done, passed
 
 __all__ = ["check_table_function", "check_window_table", "check_precision_fix"]
 
@@ -202,8 +202,20 @@ def check_table_function(
 WINDOW_CASES = [(0, 100, 16), (65_000, 64, 16), (1_000_000, 32, 64), (10_000_000, 16, 8), (2**24 + 1, 8, 6)]
 
 
-#: The largest error of a table whose only error is its final rounding to float32: half a float32 step near 1.
-_ONE_ROUNDING = 2.0**-25 + 1e-15
+#: The largest error of a table whose only error is its final rounding to float32: half a float32 step near 1
+#: (2^-25), plus the float64 noise of angles computed another way (pos·2^-52 ≤ 4e-9 below 2^24).
+_ONE_ROUNDING = 2.0**-25 + 1e-8
+
+
+def _package_window(start: int, n: int, d_model: int) -> torch.Tensor:
+    """Rows ``start … start+n−1`` of ``sinusoidal_table(start + n, d_model)``, bit for bit, built from the blocks
+    the window touches only (pos = qB + r: the same float64 sub-table entries, the same float32 products and sums)."""
+    pos = torch.arange(start, start + n, dtype=torch.int64)
+    q, r = (pos // BLOCK).double()[:, None], (pos % BLOCK).double()[:, None]
+    omega = inverse_frequencies(d_model)
+    sin_c, cos_c = torch.sin(q * (BLOCK * omega)).float(), torch.cos(q * (BLOCK * omega)).float()
+    sin_f, cos_f = torch.sin(r * omega).float(), torch.cos(r * omega).float()
+    return torch.stack((sin_c * cos_f + cos_c * sin_f, cos_c * cos_f - sin_c * sin_f), dim=-1).flatten(1)
 
 
 def _exact_window(start: int, n: int, d_model: int) -> torch.Tensor:
@@ -214,12 +226,14 @@ def _exact_window(start: int, n: int, d_model: int) -> torch.Tensor:
 
 @checker
 def check_window_table(window_table: Callable[[int, int, int], torch.Tensor] | None) -> Feedback:
-    """Check ``window_table(start, n, d_model)``: the rows ``start … start+n−1`` of the paper's table, float32,
-    vectorized, within 5e-7 of the exact values for ``start`` up to past 2^24, without building the rows before
-    ``start``.
+    """Check ``window_table(start, n, d_model)``: the rows ``start … start+n−1`` of ``sinusoidal_table``, bit for bit
+    (what a cached decode adds must equal the full-sequence table), float32, vectorized, for ``start`` up to past
+    2^24, without building the rows before ``start``.
 
     Tried on :data:`WINDOW_CASES`; a Python loop over positions is detected by counting the lines of the
     student's code run for two window sizes, a table of all rows ``0 … start`` by the largest tensor made.
+    Rows off by more than 5e-7 get the diagnosis of their precision loss; rows within 5e-7 that are not
+    ``sinusoidal_table``'s bits (e.g. the float64 values rounded once) are told so.
     """
     if is_placeholder(window_table):
         return not_done()
@@ -237,7 +251,7 @@ def check_window_table(window_table: Callable[[int, int, int], torch.Tensor] | N
             "builds the rows before `start` too. At start = 10^7 that is gigabytes; compute the window's rows only."
         )
     worst: tuple[str, float, int, int, int, torch.Tensor] | None = None
-    errors = []
+    errors, rows = [], []
     for start, n, d in WINDOW_CASES:
         label = f"window_table({start}, {n}, {d})"
         table, problem = attempt(label, window_table, start, n, d)
@@ -247,7 +261,8 @@ def check_window_table(window_table: Callable[[int, int, int], torch.Tensor] | N
         if problem is not None:
             return problem
         assert isinstance(table, torch.Tensor)  # _table_problem checked it
-        got = table.detach().cpu().double()
+        rows.append(table.detach().cpu())
+        got = rows[-1].double()
         exact = _exact_window(start, n, d)
         off = (got - exact).abs().max().item()
         errors.append(off)
@@ -278,23 +293,39 @@ def check_window_table(window_table: Callable[[int, int, int], torch.Tensor] | N
                 f"same multiple of pos in every row: every angle is pos times a number that is off by a relative "
                 f"{rel:.1g}. Which number is that, and in which dtype was it made?"
             )
-        last = start + n - 1
-        spacing = 2.0 ** (math.floor(math.log2(max(last, 1))) - 23)  # float32 keeps 24 significant bits
         return failed(
-            f"{label} is off by {off:.1g}. Near position {last:,} neighbouring float32 numbers are {spacing:g} apart: "
-            "find the step of your code where a large number is still float32."
+            f"{label} is off by {off:.1g}. Rounding a float32 number x moves it by up to x·2^-24, so an error this "
+            f"large means some float32 number of about {off * 2**24:.2g} or more fed sin or cos (or the numbers "
+            "they were built from). List the numbers your code forms on the way to sin/cos — positions, offsets, "
+            "angles — with their sizes and dtypes."
         )
     largest = max(errors)
-    if largest <= _ONE_ROUNDING:
-        return passed(
-            f"Every window is within {largest:.1g} of the exact values, up to start = 2^24 + 1, where float32 can no "
-            "longer even hold every position. That is at most half a float32 step (2^-25): only the final rounding "
-            "to float32 is left, so your positions and angles never existed in float32."
+    differing, total, where = 0, 0, ""
+    for (start, n, d), table in zip(WINDOW_CASES, rows, strict=True):
+        diff = int((table != _package_window(start, n, d)).sum())
+        differing, total = differing + diff, total + n * d
+        if diff and not where:
+            where = f"window_table({start}, {n}, {d})"
+    if differing:
+        if largest <= _ONE_ROUNDING:
+            how = (
+                f"Every window is within {largest:.3g} of the exact values: at most half a float32 step (2^-25), "
+                "the exact values rounded once. sinusoidal_table's rows are not those: they carry a few float32 "
+                "roundings of its own scheme (section 4)."
+            )
+        else:
+            how = f"Every window is within {largest:.3g} of the exact values (the promise: 5e-7), but not bit for bit."
+        return failed(
+            f"{how} {differing} of the {total} entries differ from the rows sinusoidal_table(start + n, d_model)"
+            f"[start:] has (the first in {where}), so a cached decode would add rows the full-sequence table does not "
+            "have. Rebuild sinusoidal_table's own computation for these positions only, from the same numbers (its ω "
+            "is inverse_frequencies(d_model)): which of its small tables does a position need, and which float32 "
+            "operations combine them, in which order?"
         )
     return passed(
-        f"Every window is within {largest:.1g} of the exact values (the promise: 5e-7), up to start = 2^24 + 1, "
-        "where float32 can no longer even hold every position. That is more than one final rounding to float32 "
-        "(2^-25 ≈ 3e-8): if your angles are exact, some float32 arithmetic after them adds a few roundings."
+        f"Every window equals sinusoidal_table(start + n, d_model)[start:] bit for bit, up to start = 2^24 + 1 "
+        f"(within {largest:.3g} of the exact values), without building the rows before start: a cached decode adds "
+        "exactly the rows the full-sequence table has."
     )
 
 
@@ -333,37 +364,92 @@ def _angle_errors(table: torch.Tensor, max_len: int, d_model: int) -> torch.Tens
 PRECISION_SIZES = [(3000, 64), (70001, 6)]
 
 
+def _classmate_table(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """The classmate's table of the exercise: float64 positions, angles and sines, and one float32 number."""
+    omega = 1 / base ** (torch.arange(0, d_model, 2) / d_model)  # int64 / int: float32, silently
+    angles = torch.arange(max_len, dtype=torch.float64)[:, None] * omega
+    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1).float()
+
+
+def _prediction_problem(predicted_error: object, max_len: int, d_model: int) -> tuple[Feedback | None, str]:
+    """(feedback or None, a sentence on the prediction) for ``predicted_error`` against the classmate's table."""
+    label = f"classmate_table({max_len}, {d_model})"
+    if is_placeholder(predicted_error):
+        return failed(
+            f"Predict first: set predicted_error to your estimate of the largest error of {label}, derived before "
+            "you run it. Read its lines: which numbers does it make, in which dtype is each, how far off can each be "
+            "relatively, and what does multiplying by pos do to that?"
+        ), ""
+    value, problem = as_number(predicted_error, "predicted_error (a number: the largest error you expect)")
+    if problem is not None:
+        return problem, ""
+    assert value is not None
+    if not math.isfinite(value) or value <= 0:
+        return failed(f"predicted_error = {value!r}: an error is a positive number (the largest |table − exact|)."), ""
+    actual = _classmate_table(max_len, d_model).double() - sinusoidal_table(max_len, d_model, dtype=torch.float64)
+    measured = actual.abs().max().item()
+    if value <= 5e-7:
+        return failed(
+            f"predicted_error = {value:.2g}: you expect the classmate's table to keep the promise (5e-7). Look again "
+            "at every number it forms before the angles: is each one really float64? Print their dtypes."
+        ), ""
+    if value < measured / 10:
+        return failed(
+            f"predicted_error = {value:.2g} is more than 10 times too small. Which number is rounded, by how much "
+            "relatively (float32 keeps 24 significant bits), and how large is the angle it scales at the last position?"
+        ), ""
+    if value > 40 * measured:
+        return failed(
+            f"predicted_error = {value:.2g} is more than 40 times too large. A float32 rounding is relative (at most "
+            "2^-24 ≈ 6e-8 per operation): how large is the largest angle that such a relative error scales?"
+        ), ""
+    order = 10 ** math.floor(math.log10(measured))
+    return None, (
+        f"Prediction {value:.2g}: the right size (the classmate's table is off by something of order {order:.0e})."
+    )
+
+
 @checker
 def check_precision_fix(
-    fixed_table: Callable[[int, int], torch.Tensor] | None, max_len: int = 70000, d_model: int = 16
+    predicted_error: object,
+    fixed_table: Callable[[int, int], torch.Tensor] | None,
+    max_len: int = 70000,
+    d_model: int = 16,
 ) -> Feedback:
-    """Check a fix of the half-done float64 table: float32 ``[max_len, d_model]``, within 5e-7 of the exact values,
-    at the exercise's size and at :data:`PRECISION_SIZES`.
+    """Check the prediction of the classmate's error, then a fix of the classmate's table: float32
+    ``[max_len, d_model]``, within 5e-7 of the exact values, at the exercise's size and at :data:`PRECISION_SIZES`.
 
-    The feedback says which precision loss is left: ω rounded to float32 before the float64
-    product (error ``pos·|ω32 − ω|``, zero in pair 0 where ``ω = 1``), angles rounded to float32,
-    or a layout slip near position 0.
+    ``predicted_error`` must be within a factor 10 below / 40 above the error of the classmate's table (one
+    float32 number, ω, made by type promotion: error ``pos·|ω32 − ω|``). The feedback on the fix says which
+    precision loss is left: ω rounded to float32 before the float64 product (zero in pair 0 where ``ω = 1``),
+    angles rounded to float32, rows shifted by one position, a fixed d_model, or a layout slip near position 0.
     """
-    if fixed_table is None or fixed_table is Ellipsis:
+    if is_placeholder(predicted_error) and is_placeholder(fixed_table):
         return not_done()
+    problem, said = _prediction_problem(predicted_error, max_len, d_model)
+    if problem is not None:
+        return problem
+    if is_placeholder(fixed_table):
+        return failed(f"{said} Which line makes it so? Now write fixed_table (the fix).")
     if not callable(fixed_table):
-        return failed(f"Answer with a function fixed_table(max_len, d_model), got {type(fixed_table).__name__}.")
+        return failed(f"{said} Answer with a function fixed_table(max_len, d_model), got {type(fixed_table).__name__}.")
     largest = 0.0
     for size in [(max_len, d_model), *PRECISION_SIZES]:
         problem, off = _precision_problem(fixed_table, *size)
         if problem is not None:
-            return problem
+            return failed(f"{said} {problem.message}") if not problem.ok else problem
         largest = max(largest, off)
     sizes = ", ".join(f"{n} × {d}" for n, d in [(max_len, d_model), *PRECISION_SIZES])
     if largest <= _ONE_ROUNDING:
         return passed(
-            f"Within {largest:.1g} of the exact values at every size tried ({sizes}): at most half a float32 step "
-            "(2^-25), so only the final rounding to float32 is left — pos, ω and their product stayed in float64."
+            f"{said} fixed_table: within {largest:.3g} of the exact values at every size tried ({sizes}): at most "
+            "half a float32 step (2^-25), so only the final rounding to float32 is left — pos, ω and their product "
+            "stayed in float64."
         )
     return passed(
-        f"Within {largest:.1g} of the exact values at every size tried ({sizes}; the promise: 5e-7). That is more "
-        "than one final rounding to float32 (2^-25 ≈ 3e-8): if your angles are exact, some float32 arithmetic "
-        "after them adds a few roundings."
+        f"{said} fixed_table: within {largest:.3g} of the exact values at every size tried ({sizes}; the promise: "
+        "5e-7). That is more than one final rounding to float32 (2^-25 ≈ 3e-8): if your angles are exact, some "
+        "float32 arithmetic after them adds a few roundings."
     )
 
 
@@ -378,9 +464,17 @@ def _precision_problem(
     if not isinstance(table, torch.Tensor):
         return failed(f"fixed_table must return a torch.Tensor, got {type(table).__name__}."), 0.0
     if tuple(table.shape) != (max_len, d_model):
-        return failed(
-            f"{label} returned shape {tuple(table.shape)}; expected (max_len, d_model) = ({max_len}, {d_model})."
-        ), 0.0
+        got = f"{label} returned shape {tuple(table.shape)}; expected (max_len, d_model) = ({max_len}, {d_model})"
+        if table.dim() == 2 and table.shape[0] == max_len and table.shape[1] % 2 == 0 and table.shape[1] > 0:
+            cols = table.shape[1]
+            if table.is_floating_point() and table.device.type != "meta" and bool(torch.isfinite(table).all()):
+                if (
+                    table[:1000].detach().cpu().double() - _exact_window(0, min(max_len, 1000), cols)
+                ).abs().max() < 1e-4:
+                    return failed(
+                        f"{got}: these are the rows for d_model = {cols}. Is d_model fixed in your code?"
+                    ), 0.0
+        return failed(f"{got}."), 0.0
     if not table.is_floating_point() or table.is_complex():
         return failed(f"dtype {table.dtype}: return a real floating table."), 0.0
     if table.dtype != torch.float32:
@@ -408,6 +502,12 @@ def _precision_problem(
             f"relative {rel:.1g}. Which number is that, and in which dtype was it made?"
         ), worst
     if err[:1000].max().item() > 1e-4:
+        for shift, first, final in ((1, "1", "max_len"), (-1, "−1", "max_len − 2")):
+            if (t[2:1000] - _exact_window(2 + shift, 998, d_model)).abs().max().item() < 1e-4:
+                return failed(
+                    f"{label}: your rows are positions {first} … {final}, one off. Row k of the table is position k, "
+                    "for k = 0 … max_len − 1."
+                ), worst
         return failed(
             f"{label} is off by {err[:1000].max().item():.2g} already in the first 1000 positions: check the layout "
             "(sin at 2i, cos at 2i+1) and the frequencies base^(-2i/d_model)."

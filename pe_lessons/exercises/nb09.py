@@ -25,11 +25,19 @@ __all__ = [
 ]
 
 
+def _unwrap(answer: object) -> object:
+    """One number in a one-element list or tuple (``[14]``) is the number itself, in every checker here."""
+    if isinstance(answer, (list, tuple)) and len(answer) == 1:
+        return answer[0]
+    return answer
+
+
 @checker
 def check_t5_bucket(answer: object, offset: int = 20, *, num_buckets: int = 16, max_distance: int = 64) -> Feedback:
     """Check the bidirectional T5 bucket of ``offset = key − query`` (``num_buckets``, ``max_distance``)."""
     if answer is None or answer is Ellipsis:
         return not_done()
+    answer = _unwrap(answer)
     whole, problem = as_integer(answer, "one whole number (a bucket index)")
     if whole is None:
         number, _ = as_number(answer)
@@ -148,8 +156,7 @@ def check_alibi_far_share(
     """Check the share of keys ``far`` or more back for ALiBi head ``head`` (1-based, head order) of ``n_heads``."""
     if answer is None or answer is Ellipsis:
         return not_done()
-    if isinstance(answer, (list, tuple)) and len(answer) == 1:  # [0.22]: one number in a list is fine
-        answer = answer[0]
+    answer = _unwrap(answer)  # [0.22]: one number in a list is fine
     value, problem = as_number(answer, "a share between 0 and 1")
     if problem is not None:
         return problem
@@ -180,7 +187,22 @@ def check_alibi_far_share(
         (alibi_far_share(min(slopes), seq_len, far), f"That is the flattest head. Is it head {head}?"),
         (alibi_far_share(max(slopes), seq_len, far), f"That is the steepest head. Is it head {head}?"),
         (1 - want, f"That is the share of the near keys (fewer than {far} back)."),
+        (
+            alibi_far_share(slope, seq_len, far + 1),
+            f"That counts the keys more than {far} back; the question asks for {far} or more, so the key "
+            f"exactly {far} back belongs in the share too.",
+        ),
     ]
+    closest = 2 ** (n_heads.bit_length() - 1)
+    if head > closest:  # an added head: the slip of taking the 2n'-head slopes the first n' heads already have
+        repeated = 2.0 ** (-8 * (2 * (head - closest)) / (2 * closest))
+        hints.append(
+            (
+                alibi_far_share(repeated, seq_len, far),
+                f"That slope is one of the first {closest} heads' slopes already. Of the {2 * closest}-head "
+                f"slopes, which ones does the paper's code add: those the {closest} heads already have, or the others?",
+            )
+        )
     for wrong, hint in hints:
         if abs(value - wrong) <= 0.005:
             return failed(hint)
@@ -200,7 +222,7 @@ def check_rotary_reach(answer: object, base: float, head_dim: int) -> Feedback:
     """Check the offset ``π / θ_1`` at which rotary's pair 1 has turned half a circle (within 1 % or ±1)."""
     if answer is None or answer is Ellipsis:
         return not_done()
-    value, problem = as_number(answer, "a number (an offset in tokens)")
+    value, problem = as_number(_unwrap(answer), "a number (an offset in tokens)")
     if value is None:
         return problem if problem is not None else failed("Answer with a number (an offset in tokens).")
     want = rotary_reach(base, head_dim)
@@ -232,7 +254,7 @@ def check_base_for_reach(answer: object, offset: float, head_dim: int) -> Feedba
     """Check the base at which rotary's pair 1 turns by π at ``offset``: ``(offset / π)^(head_dim / 2)`` (within 2 %)."""
     if answer is None or answer is Ellipsis:
         return not_done()
-    value, problem = as_number(answer, "a number (a RoPE base)")
+    value, problem = as_number(_unwrap(answer), "a number (a RoPE base)")
     if value is None:
         return problem if problem is not None else failed("Answer with a number (a RoPE base).")
     want = (offset / math.pi) ** (head_dim / 2)

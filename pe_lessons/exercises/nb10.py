@@ -8,6 +8,7 @@ notebook: each is worked out from its section's reasoning, with other numbers.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypedDict
@@ -83,8 +84,9 @@ def ntk_out_of_range(head_dim: int, base: float, train_len: int, factor: float) 
     return (never & (rho > 1 + 1e-9)).nonzero().flatten().tolist()
 
 
-def _pair_list(answer: object) -> tuple[list[int] | None, Feedback | None]:
-    """A collection of pair indices (list, tuple, set, range, tensor, array) as a sorted list of distinct ints."""
+def _pair_list(answer: object, pairs: int) -> tuple[list[int] | None, Feedback | None]:
+    """A collection of pair indices (list, tuple, set, range, tensor, array) as a sorted list of distinct ints;
+    a boolean mask over the ``pairs`` pairs of a head is read as the indices where it is true."""
     wrong = failed(f"Give the pair indices as a list, e.g. [3, 4, 5]; got {_short(answer)}.")
     if isinstance(answer, (str, bytes, dict)) or not hasattr(answer, "__iter__"):
         return None, wrong
@@ -94,6 +96,13 @@ def _pair_list(answer: object) -> tuple[list[int] | None, Feedback | None]:
         values = list(answer)[:10_000]
     except Exception:  # a meta tensor, an iterator that raises …
         return None, wrong
+    if values and all(type(v).__name__ in ("bool", "bool_") for v in values):  # a mask such as never & (rho > 1)
+        if len(values) != pairs:
+            return None, failed(
+                f"That is a mask of {len(values)} values: give the pair indices (e.g. with `.nonzero()`), "
+                f"or a mask with one value per pair ({pairs})."
+            )
+        return [j for j, v in enumerate(values) if v], None
     items = []
     for value in values:
         if isinstance(value, float) and value.is_integer():
@@ -111,11 +120,11 @@ def check_out_of_range(answer: object) -> Feedback:
     """Exercise 1: the pairs NTK-aware scaling leaves out of range for :data:`OUT_OF_RANGE`."""
     if is_placeholder(answer):
         return not_done()
-    pairs, problem = _pair_list(answer)
+    p = OUT_OF_RANGE
+    pairs, problem = _pair_list(answer, p["head_dim"] // 2)
     if problem is not None:
         return problem
     assert pairs is not None  # set whenever problem is None
-    p = OUT_OF_RANGE
     d, half = p["head_dim"], p["head_dim"] // 2
     want = ntk_out_of_range(p["head_dim"], p["base"], p["train_len"], p["factor"])
     if pairs == want:
@@ -133,7 +142,11 @@ def check_out_of_range(answer: object) -> Feedback:
             "cannot meet a new one. Find the first pair whose wavelength exceeds the trained length."
         )
     if half - 1 in pairs:
-        return failed(f"Look at pair {half - 1} again: by how much does the NTK-aware base slow the slowest pair?")
+        return failed(
+            f"Look at pair {half - 1} again: by how much does the NTK-aware base slow the slowest pair? "
+            "(If your ρ for it comes out a hair above 1, e.g. 1.0000000000000013, that is floating-point "
+            "rounding: compare with a small tolerance.)"
+        )
     missing = [j for j in want if j not in pairs]
     if missing:
         return failed(
@@ -195,8 +208,9 @@ def _yarn_reference(head_dim: int, base: float, factor: float, trained_len: int)
 @contextmanager
 def _watch_reference(fn: object) -> Iterator[list[bool]]:
     """While the block runs, every name bound to :func:`scaled_frequencies` in ``fn``'s module namespace
-    (and ``pe_lessons.rotary.scaled_frequencies``) calls it through a wrapper that records the call, so the
-    checker can tell a fixed formula from a function that just asks the library for the answer."""
+    (and ``pe_lessons.rotary.scaled_frequencies``, ``pe_lessons.scaled_frequencies``) calls it through a
+    wrapper that records the call, so the checker can tell a fixed formula from a function that just asks the
+    library for the answer."""
     called = [False]
 
     def watched(*args: object, **kwargs: object) -> object:
@@ -207,11 +221,14 @@ def _watch_reference(fn: object) -> Iterator[list[bool]]:
     names = [k for k, v in namespace.items() if v is scaled_frequencies] if isinstance(namespace, dict) else []
     for name in names:
         namespace[name] = watched  # type: ignore[index]
+    package = sys.modules[__name__.split(".")[0]]  # pe_lessons itself, which re-exports scaled_frequencies
     rotary.scaled_frequencies = watched  # type: ignore[assignment]
+    package.scaled_frequencies = watched  # type: ignore[attr-defined]
     try:
         yield called
     finally:
         rotary.scaled_frequencies = scaled_frequencies
+        package.scaled_frequencies = scaled_frequencies  # type: ignore[attr-defined]
         for name in names:
             namespace[name] = scaled_frequencies  # type: ignore[index]
 
@@ -270,7 +287,7 @@ def check_yarn_frequencies(fn: Callable[..., object]) -> Feedback:
 
 @checker
 def check_stretch_ratio(answer: object) -> Feedback:
-    """Exercise 4: the largest ρ of the pairs :data:`STRETCH`'s rule divides (to 2 decimals)."""
+    """Exercise 4: the largest ρ of the pairs :data:`STRETCH`'s rule divides by its full factor (to 2 decimals)."""
     if is_placeholder(answer):
         return not_done()
     if isinstance(answer, (list, tuple)) and len(answer) == 1:
@@ -293,4 +310,9 @@ def check_stretch_ratio(answer: object) -> Feedback:
         return failed("ρ = 1 would hold if the stretch n/L equalled the factor. Does it here?")
     if abs(value - 1 / want) <= 0.005:
         return failed("Upside down: ρ is the angle at the target length over the largest angle seen in training.")
+    if want + 0.05 < value < stretch:
+        return failed(
+            f"ρ = {value:g} belongs to a blended pair: the rule slows it by less than the factor, and it completes "
+            "turns in training. Take only the pairs the rule divides by its full factor."
+        )
     return failed(f"Not {value:g}. A divided pair turns θ_j/s per position, for n positions instead of L.")

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from pe_lessons import exercises, sinusoidal_table
+from pe_lessons import exercises, inverse_frequencies, sinusoidal_table
 from pe_lessons.exercises import _feedback
 
 CHECKERS = sorted(name for name in exercises.__all__ if name.startswith("check_"))
@@ -27,8 +27,16 @@ CHECKERS = sorted(name for name in exercises.__all__ if name.startswith("check_"
 _q = torch.tensor([0.3, -1.2, 0.7, 0.1, 2.0, -0.4, 0.9, 1.5], dtype=torch.float64)
 _k = torch.tensor([1.1, 0.2, -0.8, 0.5, -1.3, 0.6, 0.4, -0.2], dtype=torch.float64)
 
+
 #: Exercise settings (required arguments other than the answer) that make each checker's
 #: exercise well posed, and which parameters hold the student's answer (default: the first).
+def _fixed_table(max_len, d_model):
+    angles = torch.arange(max_len, dtype=torch.float64)[:, None] * 10000.0 ** (
+        -torch.arange(0, d_model, 2, dtype=torch.float64) / d_model
+    )
+    return torch.stack((angles.sin(), angles.cos()), -1).flatten(1).float()
+
+
 SETTINGS: dict[str, dict] = {
     "check_wavelength": {"kwargs": {"column": 10, "d_model": 64}},
     "check_first_slow_column": {"kwargs": {"length": 1000, "d_model": 64}},
@@ -65,7 +73,10 @@ SETTINGS: dict[str, dict] = {
     "check_conversion_traffic": {},
     # checkers other branches add (entries for names that do not exist are ignored)
     "check_alias_period": {"kwargs": {"column": 14, "d_model": 32, "n_positions": 30000, "rows": 100}},
-    "check_precision_fix": {},
+    "check_precision_fix": {
+        "answers": ["predicted_error", "fixed_table"],
+        "good": {"predicted_error": 1e-3, "fixed_table": _fixed_table},
+    },
     "check_offset_dot": {},
     "check_copied_row_accuracy": {},
     "check_alibi_slopes": {},
@@ -345,15 +356,16 @@ def _sin_only_norm(pos, d_model):
 
 
 def _window(start, n, d):
-    return (
-        sinusoidal_table(start + n, d, dtype=torch.float64)[start:].float() if start < 10 else _window_far(start, n, d)
-    )
+    return sinusoidal_table(start + n, d)[start:] if start < 10 else _window_far(start, n, d)
 
 
-def _window_far(start, n, d):
-    pos = torch.arange(start, start + n, dtype=torch.float64)[:, None]
-    angles = pos * 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-    return torch.stack((angles.sin(), angles.cos()), -1).flatten(1).float()
+def _window_far(start, n, d):  # sinusoidal_table's rows, pos = qB + r, for the window's positions only
+    pos = torch.arange(start, start + n)
+    q, r = (pos // 256).double()[:, None], (pos % 256).double()[:, None]
+    omega = inverse_frequencies(d)  # sinusoidal_table's ω, to the last bit
+    sin_q, cos_q = torch.sin(q * 256 * omega).float(), torch.cos(q * 256 * omega).float()
+    sin_r, cos_r = torch.sin(r * omega).float(), torch.cos(r * omega).float()
+    return torch.stack((sin_q * cos_r + cos_q * sin_r, cos_q * cos_r - sin_q * sin_r), -1).flatten(1)
 
 
 class _AddPositions(nn.Module):

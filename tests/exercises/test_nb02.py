@@ -11,6 +11,7 @@ import torch
 
 from pe_lessons import exercises as ex
 from pe_lessons import inverse_frequencies, sinusoidal_table
+from pe_lessons import pe_formula as ex_pe_formula
 
 from .junk import FUNCTION_JUNK, JUNK, placeholder
 
@@ -39,16 +40,27 @@ def test_check_table_function():
     assert "Not answered" in ex.check_table_function(None).message
 
 
-# ---------------------------------------------------------------- 02: the half-done float64 fix
-def classmate_table(max_len, d_model, base=10000.0):
+# ---------------------------------------------------------------- 02: predict, then fix the classmate's table
+def classmate_table(max_len, d_model, base=10000.0):  # the notebook's: one float32 number made by type promotion
+    omega = 1 / base ** (torch.arange(0, d_model, 2) / d_model)
+    angles = torch.arange(max_len, dtype=torch.float64)[:, None] * omega
+    return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1).float()
+
+
+def exp32_omega_table(max_len, d_model, base=10000.0):  # section 4's textbook ω line, then float64
     omega = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(base) / d_model))
     angles = torch.arange(max_len, dtype=torch.float64)[:, None] * omega.double()
     return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1).float()
 
 
 def fixed_table(max_len, d_model, base=10000.0):
-    omega = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(base) / d_model))
+    omega = 1 / base ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
     angles = torch.arange(max_len, dtype=torch.float64)[:, None] * omega
+    return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1).float()
+
+
+def float64_cast_table(max_len, d_model, base=10000.0):  # the notebook's cell 18, unchanged
+    angles = torch.arange(max_len, dtype=torch.float64)[:, None] * inverse_frequencies(d_model, base)
     return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1).float()
 
 
@@ -58,14 +70,99 @@ def textbook_table(max_len, d_model, base=10000.0):
     return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)
 
 
-def test_precision_fix_accepts_float64_angles_and_the_package_table():
-    feedback = ex.check_precision_fix(fixed_table)
-    assert feedback.ok and "only the final rounding" in feedback.message
-    # the package's angle addition is within the promise but is not "only the final rounding": no such claim
-    feedback = ex.check_precision_fix(lambda n, d: sinusoidal_table(n, d))
+def classmate_error():
+    return (classmate_table(70000, 16).double() - sinusoidal_table(70000, 16, dtype=torch.float64)).abs().max().item()
+
+
+GOOD = 1e-3  # a derived estimate: pos·ω_1·2^-24 at pos 69 999 (the bound of one rounding of ω_1)
+
+
+def test_the_planted_omega_is_float32_and_the_derived_bound_is_the_right_size():
+    assert (torch.arange(0, 16, 2) / 16).dtype == torch.float32  # int64 / int: the silent float32
+    measured = classmate_error()
+    bound = 69999 * 10000 ** (-2 / 16) * 2**-24
+    assert 1e-5 < measured < 1e-3 and measured / 10 <= bound <= 40 * measured
+    assert ex.check_precision_fix(bound, fixed_table).ok
+
+
+def test_cell_18_copied_unchanged_fails_until_the_error_is_predicted():
+    feedback = ex.check_precision_fix(..., float64_cast_table)
+    assert not feedback.ok and "Predict first" in feedback.message and "predicted_error" in feedback.message
+    assert "ω" not in feedback.message and "omega" not in feedback.message and "promotion" not in feedback.message
+    assert "Not answered" in ex.check_precision_fix(None, None).message
+    assert "Predict first" in ex.check_precision_fix(..., placeholder).message  # the notebook's cell as given
+
+
+@pytest.mark.parametrize(
+    "prediction, words",
+    [
+        (3e-8, "keep the promise"),  # "it is fixed now": only the final rounding
+        (5e-7, "keep the promise"),
+        (1e-6, "more than 10 times too small"),
+        (0.5, "more than 40 times too large"),
+        (-1e-3, "positive"),
+        (math.nan, "NaN"),
+        ("1e-3", "number"),
+    ],
+)
+def test_a_wrong_prediction_gets_a_hint(prediction, words):
+    feedback = ex.check_precision_fix(prediction, fixed_table)
+    assert not feedback.ok and words in feedback.message, feedback
+    assert "of order" not in feedback.message  # the number is not given away before a right-sized estimate
+
+
+def test_a_right_sized_prediction_is_confirmed_with_the_measured_error():
+    feedback = ex.check_precision_fix(GOOD, placeholder)  # the notebook's stub
+    assert not feedback.ok and "the right size" in feedback.message and "NotImplementedError" in feedback.message
+    assert "of order 1e-04" in feedback.message and "ω" not in feedback.message  # measured; the line is not named
+    for value in (
+        classmate_error() / 9,
+        classmate_error() * 39,
+        torch.tensor(GOOD),
+        torch.tensor(GOOD, dtype=torch.float32),
+    ):
+        assert ex.check_precision_fix(value, fixed_table).ok
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        fixed_table,
+        float64_cast_table,
+        # the paper's own forms, all in float64 (review 2: these were told "more than one final rounding")
+        lambda n, d: float64_cast_table(n, d),
+        lambda n, d: (
+            torch.stack(
+                [
+                    (
+                        a := torch.arange(n, dtype=torch.float64)[:, None]
+                        / 10000.0 ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
+                    ).sin(),
+                    a.cos(),
+                ],
+                -1,
+            )
+            .flatten(1)
+            .float()
+        ),
+        lambda n, d: (lambda a: torch.stack([a.sin(), a.cos()], -1).flatten(1).float())(
+            torch.arange(n, dtype=torch.float64)[:, None] * 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+        ),
+        lambda n, d: torch.tensor([ex_pe_formula(p, d) for p in range(n)], dtype=torch.float32),
+    ],
+    ids=["fixed", "cell18", "cast", "division", "pow", "pe_formula"],
+)
+def test_precision_fix_says_only_the_final_rounding_for_every_float64_form(answer):
+    feedback = ex.check_precision_fix(GOOD, answer)
+    assert feedback.ok and "only the final rounding" in feedback.message and "more than" not in feedback.message
+
+
+def test_precision_fix_package_table_is_not_called_one_rounding():
+    feedback = ex.check_precision_fix(GOOD, lambda n, d: sinusoidal_table(n, d))
     assert (
         feedback.ok and "only the final" not in feedback.message and "more than one final rounding" in feedback.message
     )
+    assert re.search(r"within \d\.\d\de-0\d", feedback.message)  # three significant digits
 
 
 def hard_coded_16(max_len, d_model):  # right at the exercise's size only
@@ -78,13 +175,14 @@ def hard_coded_16(max_len, d_model):  # right at the exercise's size only
     "answer, words",
     [
         (hard_coded_16, "fixed_table(3000, 64) returned shape (3000, 16)"),
+        (hard_coded_16, "Is d_model fixed"),
         (lambda n, d: fixed_table(70000, d), "fixed_table(3000, 64) returned shape (70000, 64)"),
         (lambda n, d: fixed_table(n, d) if n == 70000 else fixed_table(n, d) + 1e-3, "fixed_table(3000, 64) is off"),
         (lambda n, d: fixed_table(n, d) if d != 6 else classmate_table(n, d), "fixed_table(70001, 6)"),
     ],
 )
 def test_precision_fix_probes_more_than_one_size(answer, words):
-    feedback = ex.check_precision_fix(answer)
+    feedback = ex.check_precision_fix(GOOD, answer)
     assert not feedback.ok and words in feedback.message, feedback
 
 
@@ -92,29 +190,37 @@ def test_precision_fix_probes_more_than_one_size(answer, words):
     "answer, words",
     [
         (classmate_table, "grows in proportion to pos"),
+        (exp32_omega_table, "grows in proportion to pos"),
         (lambda n, d: sinusoidal_table(n, d, dtype=torch.float64), "the model wants float32"),
         (textbook_table, "some step still rounds to float32"),
         (lambda n, d: fixed_table(n, d)[:, torch.arange(d).view(-1, 2).flip(1).flatten()], "layout"),
         (lambda n, d: fixed_table(n + 1, d), "shape (70001, 16)"),
+        (lambda n, d: fixed_table(n + 1, d)[1:], "positions 1 … max_len, one off"),  # 1-based rows (review 2)
         (lambda n, d: fixed_table(n, d).to(torch.int32), "floating"),
         (lambda n, d: fixed_table(n, d) * float("nan"), "NaN"),
         (lambda n, d: fixed_table(n, d).numpy(), "torch.Tensor"),
     ],
 )
 def test_precision_fix_names_what_is_left(answer, words):
-    feedback = ex.check_precision_fix(answer)
-    assert not feedback.ok and words in feedback.message
+    feedback = ex.check_precision_fix(GOOD, answer)
+    assert not feedback.ok and words in feedback.message, feedback
+
+
+def test_one_based_rows_are_not_sent_to_the_layout_and_frequencies():
+    feedback = ex.check_precision_fix(GOOD, lambda n, d: fixed_table(n + 1, d)[1:])
+    assert "layout" not in feedback.message and "frequencies" not in feedback.message
 
 
 @pytest.mark.parametrize("answer", JUNK + FUNCTION_JUNK)
 def test_precision_fix_never_raises_and_never_passes_junk(answer):
-    feedback = ex.check_precision_fix(answer)
-    assert isinstance(feedback, ex.Feedback) and not feedback.ok and feedback.message
+    for args in ((GOOD, answer), (answer, fixed_table)):
+        feedback = ex.check_precision_fix(*args)
+        assert isinstance(feedback, ex.Feedback) and not feedback.ok and feedback.message
 
 
 def test_precision_fix_complex_and_placeholder():
-    assert "Not answered" in ex.check_precision_fix(placeholder).message
-    assert not ex.check_precision_fix(lambda n, d: fixed_table(n, d).to(torch.complex64)).ok
+    assert "Now write fixed_table" in ex.check_precision_fix(GOOD, None).message
+    assert not ex.check_precision_fix(GOOD, lambda n, d: fixed_table(n, d).to(torch.complex64)).ok
 
 
 @pytest.mark.parametrize("where", ["all", 5, 60000])
@@ -150,7 +256,7 @@ def test_table_function_wants_float32_and_no_loop():
 
 
 def test_classmate_feedback_measures_without_naming_the_fix():
-    feedback = ex.check_precision_fix(classmate_table)
+    feedback = ex.check_precision_fix(GOOD, exp32_omega_table)
     assert not feedback.ok and "relative" in feedback.message
     assert "float64" not in feedback.message and "Compute ω" not in feedback.message
     # the relative error it quotes is the one of the classmate's float32 ω (a few 1e-7), measured on the table
@@ -168,14 +274,52 @@ def window(start, n, d, dtype=torch.float64):
     return torch.stack((angles.sin(), angles.cos()), -1).flatten(1).float()
 
 
-def test_window_table_accepts_float64_positions_cast_last():
-    assert ex.check_window_table(window).ok
+def block_window(start, n, d):  # sinusoidal_table's own scheme, pos = qB + r, for the window's positions only
+    pos = torch.arange(start, start + n)
+    q, r = (pos // 256).double()[:, None], (pos % 256).double()[:, None]
+    omega = inverse_frequencies(d)
+    sin_q, cos_q = torch.sin(q * 256 * omega).float(), torch.cos(q * 256 * omega).float()
+    sin_r, cos_r = torch.sin(r * omega).float(), torch.cos(r * omega).float()
+    return torch.stack((sin_q * cos_r + cos_q * sin_r, cos_q * cos_r - sin_q * sin_r), -1).flatten(1)
+
+
+def test_window_table_accepts_the_package_rows_built_for_the_window_only():
+    feedback = ex.check_window_table(block_window)
+    assert feedback.ok and "bit for bit" in feedback.message, feedback
+    for start, n, d in [(0, 300, 8), (65_000, 64, 16), (1_000_000, 32, 64)]:
+        assert torch.equal(block_window(start, n, d), sinusoidal_table(start + n, d)[start:])
+
+
+def test_cell_18_copied_as_a_window_fails_with_a_hint():
+    feedback = ex.check_window_table(window)  # float64 positions and angles, cast last: cell 18's body
+    assert not feedback.ok and "rounded once" in feedback.message and "differ from the rows" in feedback.message
+    assert "qB" not in feedback.message and "256" not in feedback.message  # the scheme is not given away
+
+
+def test_window_table_within_the_promise_but_not_the_package_bits_is_told_so():
+    feedback = ex.check_window_table(lambda s, n, d: block_window(s, n, d) + 1e-7)
+    assert not feedback.ok and "not bit for bit" in feedback.message and "rounded once" not in feedback.message
+
+
+def angle_addition_f32_offsets(start, n, d):  # review 2, point 4: sin/cos of start·ω exact, offsets k·ω in float32
+    omega = inverse_frequencies(d)
+    s0, c0 = (start * omega).sin().float(), (start * omega).cos().float()
+    k = torch.arange(n, dtype=torch.float32)[:, None] * omega.float()
+    return torch.stack((s0 * k.cos() + c0 * k.sin(), c0 * k.cos() - s0 * k.sin()), -1).flatten(1)
+
+
+def test_window_table_hint_is_sized_by_the_error_not_by_the_position():
+    feedback = ex.check_window_table(angle_addition_f32_offsets)
+    assert not feedback.ok and "offsets" in feedback.message, feedback
+    assert "Near position" not in feedback.message and "0.0625" not in feedback.message
+    size = float(re.search(r"number of about ([0-9.e+]+) or more", feedback.message).group(1))
+    assert 5 < size < 100  # the float32 angles k·ω (up to ~31 rad) that did it
 
 
 @pytest.mark.parametrize(
     "answer, words",
     [
-        (lambda s, n, d: window(s, n, d, torch.float32), "neighbouring float32 numbers"),
+        (lambda s, n, d: window(s, n, d, torch.float32), "some float32 number of about"),
         (lambda s, n, d: sinusoidal_table(s + n, d)[s:], "rows before `start`"),
         (lambda s, n, d: torch.cat([window(s + p, 1, d) for p in range(n)]), "loop over positions"),
         (lambda s, n, d: window(s, n, d).double(), "float32"),
@@ -219,14 +363,6 @@ def test_window_table_asks_about_omega_when_omega_was_rounded(answer):
     assert "window_table(0, " not in feedback.message
     off = float(re.search(r"is off by ([0-9.e+-]+?)\.\s", feedback.message).group(1))
     assert off > 1e-3
-
-
-def test_window_table_pass_message_claims_one_rounding_only_when_true():
-    assert "only the final rounding" in ex.check_window_table(window).message
-    feedback = ex.check_window_table(lambda s, n, d: window(s, n, d) + 1e-7)
-    assert (
-        feedback.ok and "only the final" not in feedback.message and "more than one final rounding" in feedback.message
-    )
 
 
 @pytest.mark.parametrize("answer", JUNK + FUNCTION_JUNK)

@@ -149,7 +149,7 @@ def test_base_for_reach_checker():
         feedback = nb09.check_base_for_reach(value, offset=80, head_dim=8)
         assert not feedback.ok and f"{want:.3g}" not in feedback.message, slip
     assert nb09.check_base_for_reach(None, offset=80, head_dim=8).message.startswith("Not answered")
-    for bad in ("4e5", float("nan"), [want], True):
+    for bad in ("4e5", float("nan"), [want, want], True):
         assert not nb09.check_base_for_reach(bad, offset=80, head_dim=8).ok
 
 
@@ -182,3 +182,35 @@ def test_alibi_far_share_checker_review_fixes():
     message = nb09.check_alibi_far_share(nb09.alibi_far_share(sorted_sixth, far=12)).message
     assert "flattest" in message and "power of two" in message and "sorted" in message
     assert "1/8" not in message and "2^-3" not in message and "0.22" not in message  # no answer given away
+
+
+def test_one_element_list_is_the_number_in_every_checker():
+    """Review 2: Ex 2 took [0.223] while Ex 1 refused [14] and Ex 3 refused [420494.6]; now all take one."""
+    base = (80 / math.pi) ** 4
+    assert nb09.check_t5_bucket([14]).ok and nb09.check_t5_bucket((14,)).ok
+    assert nb09.check_t5_bucket([torch.tensor(14)]).ok and nb09.check_t5_bucket(torch.tensor([14])).ok
+    assert nb09.check_base_for_reach([base], offset=80, head_dim=8).ok
+    assert nb09.check_base_for_reach([float(f"{base:.1f}")], offset=80, head_dim=8).ok
+    assert nb09.check_rotary_reach([math.pi * 2e5**0.25], base=2e5, head_dim=8).ok
+    assert nb09.check_alibi_far_share([nb09.alibi_far_share(2.0**-3, far=12)]).ok
+    for wrong in ([13], [14, 14], [[14]]):
+        assert not nb09.check_t5_bucket(wrong).ok, wrong
+    assert not nb09.check_base_for_reach([base, base], offset=80, head_dim=8).ok
+    assert "Half a turn" in nb09.check_base_for_reach([(80 / (2 * math.pi)) ** 4], offset=80, head_dim=8).message
+
+
+def test_alibi_far_share_names_two_more_slips():
+    """Review 2: "more than 12 back" (0.197) and the 8-head slopes the first four heads already have (head 6 =
+    1/16, 0.4625) got only the generic hint."""
+    right = nb09.alibi_far_share(2.0**-3, far=12)
+    more_than = nb09.check_alibi_far_share(nb09.alibi_far_share(2.0**-3, far=13))
+    assert not more_than.ok and "more than 12 back" in more_than.message and "12 or more" in more_than.message
+    repeated = nb09.check_alibi_far_share(nb09.alibi_far_share(2.0**-4, far=12))
+    assert not repeated.ok and "already" in repeated.message and "8-head" in repeated.message
+    assert not nb09.check_alibi_far_share(round(nb09.alibi_far_share(2.0**-4, far=12), 2)).ok
+    for message in (more_than.message, repeated.message):
+        assert f"{right:.2f}" not in message and "1/8" not in message and "2^-3" not in message
+    # head 5 of 6 (an added head too): its repeated slope is 1/4, not what head 6's slip gives
+    head5 = nb09.check_alibi_far_share(nb09.alibi_far_share(2.0**-2, far=12), head=5)
+    assert not head5.ok and "already" in head5.message
+    assert nb09.check_alibi_far_share(nb09.alibi_far_share(2.0**-1, far=12), head=5).ok

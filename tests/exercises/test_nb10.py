@@ -189,3 +189,60 @@ def test_yarn_checker_rejects_a_function_that_asks_scaled_frequencies_for_the_an
     # both names are restored afterwards, and a fixed formula still passes
     assert scaled_frequencies is original and rotary.scaled_frequencies is original
     assert check_yarn_frequencies(_yarn).ok
+
+
+def test_out_of_range_reads_a_mask_and_names_the_rounding():
+    # the natural intermediate never & (rho > 1) is a boolean mask over the pairs: accepted as the indices it marks
+    p = OUT_OF_RANGE
+    d, L, s = p["head_dim"], p["train_len"], p["factor"]
+    theta = rope_frequencies(d, p["base"])
+    never = L * theta / (2 * math.pi) < 1
+    rho = s * rope_frequencies(d, p["base"] * s ** (d / (d - 2))) / theta  # (s·L)·θ'_j / (L·θ_j), as computed
+    assert rho[-1].item() > 1 and math.isclose(rho[-1].item(), 1.0, rel_tol=1e-12)  # exactly 1, but for rounding
+    right = never & (rho > 1 + 1e-9)
+    for form in (right, right.numpy(), right.tolist()):
+        assert check_out_of_range(form).ok, form
+    feedback = check_out_of_range(right[:-1])
+    assert not feedback.ok and "mask" in feedback.message and "nonzero" in feedback.message
+    # without a tolerance, pair 31's ρ = 1.0000000000000013 slips in: the hint names the rounding
+    sloppy = never & (rho > 1)
+    feedback = check_out_of_range(sloppy)
+    assert (
+        not feedback.ok
+        and "rounding" in feedback.message
+        and str(right.nonzero().flatten().tolist()) not in (feedback.message)
+    )
+
+
+def test_stretch_ratio_names_a_blended_pair():
+    # taking every pair the rule slows (blended ones too) gives the largest ρ of a blended pair: 14.66
+    p = STRETCH
+    rule = {
+        "rope_type": "llama3",
+        "factor": p["factor"],
+        "low_freq_factor": p["low_freq_factor"],
+        "high_freq_factor": p["high_freq_factor"],
+        "original_max_position_embeddings": p["train_len"],
+    }
+    theta = rope_frequencies(p["head_dim"], p["base"])
+    theta_rule = scaled_frequencies(p["head_dim"], rule, base=p["base"])[0]
+    slowed = theta_rule < theta
+    wrong = (p["target_len"] * theta_rule / (p["train_len"] * theta))[slowed].max().item()
+    assert 14 < wrong < 15
+    for value in (wrong, round(wrong, 2)):
+        feedback = check_stretch_ratio(value)
+        assert not feedback.ok and "blended" in feedback.message, feedback.message
+        assert "4" not in feedback.message.replace(f"{value:g}", "")  # the answer, 4, is not given away
+
+
+def test_yarn_checker_rejects_scaled_frequencies_through_the_package():
+    import pe_lessons
+
+    def via_package(head_dim, base, factor, trained_len):
+        rule = {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": trained_len}
+        return pe_lessons.scaled_frequencies(head_dim, rule, base=base)[0]
+
+    original = pe_lessons.scaled_frequencies
+    feedback = check_yarn_frequencies(via_package)
+    assert not feedback.ok and "scaled_frequencies" in feedback.message, feedback.message
+    assert pe_lessons.scaled_frequencies is original

@@ -79,6 +79,13 @@ def check_t5_bucket(answer: object, offset: int = 20, *, num_buckets: int = 16, 
             return failed(f"The logarithmic buckets start after the {exact} exact ones.")
         if value == exact + math.floor(log_part) and side:
             return failed("Right distance bucket, wrong half: keys after the query use the upper half.")
+        # a slip of T5's defaults: the log part multiplied by the buckets per side instead of the logarithmic ones
+        spread_over_side = math.log(distance / exact) / math.log(max_distance / exact) * half
+        if value == side + min(exact + math.floor(spread_over_side), half - 1) != want:
+            return failed(
+                "The logarithmic part is spread over the side's logarithmic buckets only, not over all the "
+                "buckets of the side: how many logarithmic buckets does each side have with these numbers?"
+            )
     if value == side + distance:
         return failed(f"Only distances below {exact} have a bucket each; {distance} falls in a logarithmic bucket.")
     return failed(
@@ -181,6 +188,8 @@ def check_alibi_far_share(
             f"{head}, and the last one if the slopes are sorted. {n_heads} is not a power of two, and the slopes "
             f"go in head order as the paper's code assigns them: which slope is head {head}'s?"
         )
+    if 1 < value <= 100 and abs(value / 100 - want) <= 0.005:
+        return failed("That looks like a percentage: give the share as a number between 0 and 1.")
     hints = [
         ((seq_len - far) / seq_len, "That is the share of a head with no bias (uniform weights). The bias tilts it."),
         (alibi_far_share(naive, seq_len, far), naive_hint),
@@ -201,6 +210,15 @@ def check_alibi_far_share(
                 alibi_far_share(repeated, seq_len, far),
                 f"That slope is one of the first {closest} heads' slopes already. Of the {2 * closest}-head "
                 f"slopes, which ones does the paper's code add: those the {closest} heads already have, or the others?",
+            )
+        )
+    if closest != n_heads:  # the next power of two instead of the largest one ≤ n_heads
+        above = 2 * closest
+        hints.append(
+            (
+                alibi_far_share(2.0 ** (-8 * head / above), seq_len, far),
+                f"That slope is head {head}'s in a model of {above} heads, the power of two above {n_heads}. The "
+                f"paper's code starts from the largest power of two at most {n_heads}: which slopes does it add?",
             )
         )
     for wrong, hint in hints:
@@ -251,7 +269,8 @@ def check_rotary_reach(answer: object, base: float, head_dim: int) -> Feedback:
 
 @checker
 def check_base_for_reach(answer: object, offset: float, head_dim: int) -> Feedback:
-    """Check the base at which rotary's pair 1 turns by π at ``offset``: ``(offset / π)^(head_dim / 2)`` (within 2 %)."""
+    """Check the base at which rotary's pair 1 turns by π at ``offset``: ``(offset / π)^(head_dim / 2)`` (within 2 %;
+    within 10 %: a "keep more digits" hint)."""
     if answer is None or answer is Ellipsis:
         return not_done()
     value, problem = as_number(_unwrap(answer), "a number (a RoPE base)")
@@ -270,9 +289,19 @@ def check_base_for_reach(answer: object, offset: float, head_dim: int) -> Feedba
         ),
         ((offset / (2 * math.pi)) ** (head_dim / 2), "Half a turn is π radians, not 2π."),
         (offset ** (head_dim / 2), "Solve π·base^(2/head_dim) = offset: divide by π first."),
+        (
+            (offset / math.pi) ** (head_dim / 4),
+            "That base puts pair 2's half turn (θ_2 = base^(-4/head_dim)) at this offset. Which pair is the "
+            "fastest one that has not turned half a circle within the training length?",
+        ),
     ]:
         if math.isclose(value, wrong, rel_tol=0.02):
             return failed(hint)
+    if math.isclose(value, want, rel_tol=0.1):
+        return failed(
+            "Close, but rounded too far: the offset grows only as base^(2/head_dim), so the base must be given "
+            "more precisely than the offset. Round to two significant figures, or keep more."
+        )
     return failed("Not quite. Pair 1 has turned by π at offset π·base^(2/head_dim); solve that for the base.")
 
 

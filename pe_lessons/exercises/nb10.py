@@ -58,18 +58,20 @@ class _NtkBase(TypedDict):  # the key types of NTK_BASE, for the type checker
 
 #: Exercise 1: a model stretched to ``factor × train_len`` with NTK-aware scaling set for ``factor``.
 OUT_OF_RANGE: _OutOfRange = {"head_dim": 64, "base": 10000.0, "train_len": 2048, "factor": 8.0}
-#: Exercise 2: the NTK-aware base that stretches a model trained at ``train_len`` to ``target_len``.
+#: Exercise 2: a model trained at ``train_len`` read at ``target_len`` with NTK-aware scaling: the smallest
+#: factor ``s`` (and its base) that leaves no pair out of range.
 NTK_BASE: _NtkBase = {"head_dim": 96, "base": 10000.0, "train_len": 4096, "target_len": 32768}
 #: Exercise 3: the configurations ``(head_dim, base, factor, trained_len)`` a YaRN implementation is tried on.
 YARN_PROBES = ((16, 10000.0, 4.0, 16), (64, 10000.0, 8.0, 2048), (128, 500000.0, 8.0, 8192), (96, 10000.0, 16.0, 4096))
-#: Exercise 4: Llama 3's rule with ``factor`` 4, asked to read ``target_len`` = 16 × ``train_len``.
+#: Exercise 4: Llama 3's rule with ``factor`` 4 and ``low_freq_factor`` 0.5 (so it blends some pairs that never
+#: turn), asked to read ``target_len`` = 16 × ``train_len``.
 STRETCH = {
     "head_dim": 128,
     "base": 10000.0,
     "train_len": 4096,
     "target_len": 65536,
     "factor": 4.0,
-    "low_freq_factor": 1.0,
+    "low_freq_factor": 0.5,
     "high_freq_factor": 4.0,
 }
 
@@ -150,7 +152,7 @@ def check_out_of_range(answer: object) -> Feedback:
     missing = [j for j in want if j not in pairs]
     if missing:
         return failed(
-            f"{len(missing)} out-of-range pair(s) missing. For each pair that never turns, compare the stretch s with "
+            "Some out-of-range pairs are missing. For each pair that never turns, compare the stretch s with "
             "the factor by which NTK slows that pair."
         )
     return failed("Not that set of pairs. Use ρ_j = n·θ'_j / (L·θ_j) for the pairs that never complete a turn.")
@@ -161,15 +163,30 @@ def ntk_base(head_dim: int, base: float, scale: float) -> float:
     return base * scale ** (head_dim / (head_dim - 2))
 
 
+def critical_pair(head_dim: int, base: float, train_len: int) -> int:
+    """The first pair whose wavelength ``2π/θ_j`` is at least ``train_len``: it never completes a turn."""
+    theta = rope_frequencies(head_dim, base)
+    return int((train_len * theta / (2 * math.pi) < 1).nonzero()[0])
+
+
+def smallest_ntk_factor(head_dim: int, base: float, train_len: int, target_len: int) -> float:
+    """The smallest NTK factor ``s`` with ``ρ_j = (n/L)/s^(2j/(d-2)) ≤ 1`` on every pair that never turns.
+
+    ``ρ_j`` falls with ``j``, so the critical pair ``j_c`` decides: ``s = (n/L)^((d-2)/(2 j_c))``."""
+    j = critical_pair(head_dim, base, train_len)
+    return (target_len / train_len) ** ((head_dim - 2) / (2 * j))
+
+
 @checker
 def check_ntk_base(scale: object, new_base: object) -> Feedback:
-    """Exercise 2: the scale factor ``s`` and NTK-aware base for :data:`NTK_BASE`'s target length.
+    """Exercise 2: the smallest NTK factor ``s`` that leaves no pair of :data:`NTK_BASE` out of range at
+    ``target_len``, and its NTK-aware base.
 
-    The base is accepted to the precision the notebook prints bases (a whole number), rounded or cut: within 1.
+    ``s`` is accepted to two decimals; the base to 0.1 %, or as the NTK base of the ``s`` given.
     """
     if is_placeholder(scale) or is_placeholder(new_base):
         return not_done()
-    s, problem = as_number(scale, "the scale factor s (a number)")
+    s, problem = as_number(scale, "the factor s (a number)")
     if problem is not None:
         return problem
     assert s is not None  # set whenever problem is None
@@ -178,26 +195,49 @@ def check_ntk_base(scale: object, new_base: object) -> Feedback:
         return problem
     assert b is not None  # set whenever problem is None
     p = NTK_BASE
-    d, base = p["head_dim"], p["base"]
-    want_s = p["target_len"] / p["train_len"]
-    if not math.isclose(s, want_s, rel_tol=1e-9):
-        if math.isclose(s, 1 / want_s, rel_tol=1e-9):
-            return failed("The scale is the target length over the trained length, not the inverse.")
-        return failed(f"The scale factor s is the target length over the trained length, not {s:g}.")
-    want = ntk_base(d, base, want_s)
-    if abs(b - want) < 1:
-        return passed(
-            f"s = {want_s:g}, base' = {base:g}·{want_s:g}^({d}/{d - 2}) ≈ {want:.0f}: θ_0 stays 1 and the slowest "
-            f"pair turns exactly {want_s:g}× slower."
+    d, base, L, n = p["head_dim"], p["base"], p["train_len"], p["target_len"]
+    stretch = n / L
+    want_s = smallest_ntk_factor(d, base, L, n)
+    j = critical_pair(d, base, L)
+    if not abs(s - want_s) <= 0.005 + 1e-4 * want_s:
+        if math.isclose(s, stretch, rel_tol=1e-9):
+            return failed(
+                f"s = n/L = {stretch:g} is the stretch, and section 5 shows NTK set for the stretch leaves all but "
+                "the slowest slow pair out of range. Which slow pair has the largest ρ, and what s brings it to 1?"
+            )
+        for other in (j - 1, j + 1, d // 2 - 1):
+            if other > 0 and abs(s - stretch ** ((d - 2) / (2 * other))) <= 0.005 + 1e-4 * s:
+                return failed(
+                    f"That s brings pair {other} to ρ = 1. Is it the pair with the largest ρ among those that never "
+                    "complete a turn? Check which pair is the first whose wavelength reaches the trained length."
+                )
+        if abs(s - stretch ** (d / (2 * j))) <= 0.005 + 1e-4 * s:
+            return failed("Close: check the exponent. NTK slows pair j by s^(2j/(d-2)), not s^(2j/d).")
+        if s < want_s:
+            return failed(
+                f"With s = {s:g} some pair that never turns still has ρ > 1. Write ρ_j as a function of s for the "
+                "pair with the largest ρ and set it to 1."
+            )
+        return failed(
+            f"With s = {s:g} every slow pair is in range, but a smaller s would do. Write ρ_j as a function of s "
+            "for the pair with the largest ρ and set it to 1."
         )
-    if abs(b - base * want_s) <= 0.5:
+    want = ntk_base(d, base, want_s)
+    if abs(b - want) <= 1e-3 * want or abs(b - ntk_base(d, base, s)) <= max(1.0, 1e-4 * want):
+        return passed(
+            f"s = (n/L)^((d-2)/(2·j_c)) = {stretch:g}^({d - 2}/{2 * j}) ≈ {want_s:.2f}, base' ≈ {want:.0f}: the "
+            f"critical pair {j} has the largest ρ and is slowed by exactly n/L = {stretch:g}; the pairs after it "
+            f"by more. That is {want_s / stretch:.1f}× the stretch: NTK brings its slow pairs back only by slowing "
+            "every pair but the fastest more than the input needs."
+        )
+    if abs(b - base * s) <= 1e-3 * base * s:
         return failed(
             "base·s divides the slowest frequency by s^((d-2)/d), slightly less than s: solve "
             "base'^(-(d-2)/d) = base^(-(d-2)/d)/s for base'."
         )
-    if abs(b - base * want_s ** ((d - 2) / d)) <= 0.5:
+    if abs(b - base * s ** ((d - 2) / d)) <= 1e-3 * base * s:
         return failed("The exponent is upside down: solve the slowest pair's condition for base' again.")
-    return failed(f"Not {b:g}. Ask the slowest pair, j = d/2 - 1, to turn s times slower and solve for the base.")
+    return failed(f"s is right; the base is not {b:g}. Use section 3's NTK-aware base for that s.")
 
 
 def _yarn_reference(head_dim: int, base: float, factor: float, trained_len: int) -> torch.Tensor:
@@ -269,8 +309,8 @@ def check_yarn_frequencies(fn: Callable[..., object]) -> Feedback:
         theta = rope_frequencies(head_dim, base)
         if math.isclose(got[0].item(), theta[0].item() / factor, rel_tol=1e-5):
             return failed(
-                f"{label}: the fastest pair (j = 0) comes out slowed by the factor, yet it turns many times in "
-                "training. Which pairs should the ramp leave alone?"
+                f"{label}: the fastest pair (j = 0) should be kept, yet it comes out divided by the factor. "
+                "Which end of the ramp keeps a pair as it was?"
             )
         if math.isclose(got[-1].item(), theta[-1].item(), rel_tol=1e-5):
             return failed(f"{label}: the slowest pair is left as it was, yet it never completes a turn in training.")
@@ -285,9 +325,25 @@ def check_yarn_frequencies(fn: Callable[..., object]) -> Feedback:
     )
 
 
+def _stretch_rho() -> tuple[torch.Tensor, torch.Tensor]:
+    """ρ_j of every pair under :data:`STRETCH`'s rule, and the mask of the pairs that never turn in training."""
+    p = STRETCH
+    rule = {
+        "rope_type": "llama3",
+        "factor": p["factor"],
+        "low_freq_factor": p["low_freq_factor"],
+        "high_freq_factor": p["high_freq_factor"],
+        "original_max_position_embeddings": p["train_len"],
+    }
+    theta = rope_frequencies(int(p["head_dim"]), p["base"])
+    theta_rule = scaled_frequencies(int(p["head_dim"]), rule, base=p["base"])[0]
+    never = p["train_len"] * theta / (2 * math.pi) < 1
+    return p["target_len"] * theta_rule / (p["train_len"] * theta), never
+
+
 @checker
 def check_stretch_ratio(answer: object) -> Feedback:
-    """Exercise 4: the largest ρ of the pairs :data:`STRETCH`'s rule divides by its full factor (to 2 decimals)."""
+    """Exercise 4: the largest ρ over the pairs that never turn, under :data:`STRETCH`'s rule (to 2 decimals)."""
     if is_placeholder(answer):
         return not_done()
     if isinstance(answer, (list, tuple)) and len(answer) == 1:
@@ -298,21 +354,31 @@ def check_stretch_ratio(answer: object) -> Feedback:
     assert value is not None  # set whenever problem is None
     p = STRETCH
     stretch, s = p["target_len"] / p["train_len"], p["factor"]
-    want = stretch / s
-    if abs(value - want) <= 0.005 + 1e-3 * want:
+    rho, never = _stretch_rho()
+    want = rho[never].max().item()
+    close = lambda target: abs(value - target) <= 0.005 + 1e-3 * abs(target)  # noqa: E731
+    if close(want):
+        blended = int((never & (rho > stretch / s + 1e-9)).sum())
         return passed(
-            f"ρ = (n/L)/s = {stretch:g}/{s:g} = {want:g}: the rule divides the slow pairs by s, the input is "
-            f"{stretch:g}× longer, so they meet angles {want:g}× beyond pre-training — for long-context training to close."
+            f"ρ ≈ {want:.2f}, above (n/L)/s = {stretch / s:g}: with low_freq_factor {p['low_freq_factor']:g} the rule "
+            f"divides by the full factor only the wavelengths above L/{p['low_freq_factor']:g}; {blended} pairs that "
+            "never turn are blended, slowed by less than s, and the critical pair, slowed least of them, meets the "
+            "largest angles."
         )
-    if abs(value - stretch) <= 0.01 * stretch:
-        return failed("That is the ratio without any rule. The pairs in question are divided by the factor.")
-    if abs(value - 1) <= 0.005:
-        return failed("ρ = 1 would hold if the stretch n/L equalled the factor. Does it here?")
-    if abs(value - 1 / want) <= 0.005:
-        return failed("Upside down: ρ is the angle at the target length over the largest angle seen in training.")
-    if want + 0.05 < value < stretch:
+    if close(stretch):
+        return failed("That is the ratio without any rule: every pair here is slowed by the rule.")
+    if close(stretch / s):
         return failed(
-            f"ρ = {value:g} belongs to a blended pair: the rule slows it by less than the factor, and it completes "
-            "turns in training. Take only the pairs the rule divides by its full factor."
+            f"{value:g} = (n/L)/s is the ρ of a pair divided by the full factor. Are all the pairs that never turn "
+            "divided by the full factor under this rule's low_freq_factor?"
         )
-    return failed(f"Not {value:g}. A divided pair turns θ_j/s per position, for n positions instead of L.")
+    if close(1 / want) or close(s / stretch):
+        return failed("Upside down: ρ is the angle at the target length over the largest angle seen in training.")
+    if close(rho[~never].max().item()) or value > want:
+        return failed(
+            f"ρ = {value:g} belongs to a pair that completes a turn in training: it has seen every angle. Take only "
+            "the pairs whose wavelength exceeds the trained length."
+        )
+    return failed(
+        f"Not {value:g}. Compute ρ_j = n·θ'_j / (L·θ_j) for every pair that never turns and take the largest."
+    )

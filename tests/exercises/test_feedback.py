@@ -86,7 +86,7 @@ SETTINGS: dict[str, dict] = {
     "check_ntk_base": {
         "kwargs": {"new_base": 1.0},
         "answers": ["scale", "new_base"],
-        "good": {"scale": 8.0, "new_base": 10000.0 * 8.0 ** (96 / 94)},
+        "good": {"scale": 8.0 ** (94 / 68), "new_base": 10000.0 * 8.0 ** (94 / 68 * 96 / 94)},
     },
     "check_rotary_reach": {"kwargs": {"base": 3e5, "head_dim": 12}},
     "check_base_for_reach": {"kwargs": {"offset": 60, "head_dim": 12}},

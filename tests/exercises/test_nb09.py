@@ -214,3 +214,35 @@ def test_alibi_far_share_names_two_more_slips():
     head5 = nb09.check_alibi_far_share(nb09.alibi_far_share(2.0**-2, far=12), head=5)
     assert not head5.ok and "already" in head5.message
     assert nb09.check_alibi_far_share(nb09.alibi_far_share(2.0**-1, far=12), head=5).ok
+
+
+_EX2_WANT = nb09.alibi_far_share(alibi_slopes(6)[5].item(), 64, 12)
+_EX3_WANT = (80 / math.pi) ** 4
+
+
+@pytest.mark.parametrize(
+    "check, answer, hint, answer_text",
+    [
+        # Ex 1: T5's defaults' "· 8" kept with 16 buckets (log part spread over all 8 buckets of a side): 15
+        (nb09.check_t5_bucket, 15, "logarithmic buckets only", ["14"]),
+        # Ex 2: a percentage, and head 6 of 8 heads (the power of two above 6, slope 1/64)
+        (nb09.check_alibi_far_share, round(100 * _EX2_WANT, 1), "percentage", [f"{_EX2_WANT:.2f}"]),
+        (nb09.check_alibi_far_share, round(nb09.alibi_far_share(2.0**-6, 64, 12), 4), "8 heads", [f"{_EX2_WANT:.2f}"]),
+        # Ex 3: a right derivation rounded to one figure (4e5: π/θ_1 = 79.0) or cut short (4.1e5); pair 2's base
+        (nb09.check_base_for_reach, 4e5, "Close", [f"{_EX3_WANT:.2g}", f"{_EX3_WANT:.3g}"]),
+        (nb09.check_base_for_reach, 4.1e5, "Close", [f"{_EX3_WANT:.2g}", f"{_EX3_WANT:.3g}"]),
+        (nb09.check_base_for_reach, 4.4e5, "Close", [f"{_EX3_WANT:.2g}", f"{_EX3_WANT:.3g}"]),
+        (nb09.check_base_for_reach, (80 / math.pi) ** 2, "pair 2", [f"{_EX3_WANT:.2g}"]),
+        (nb09.check_base_for_reach, 648, "pair 2", [f"{_EX3_WANT:.2g}"]),
+    ],
+)
+def test_slips_named_by_review_3_get_their_own_hints(check, answer, hint, answer_text):
+    kwargs = {"offset": 80, "head_dim": 8} if check is nb09.check_base_for_reach else {}
+    feedback = check(answer, **kwargs)
+    assert not feedback.ok and hint in feedback.message, feedback.message
+    assert not any(text in feedback.message for text in answer_text)  # the hint does not give the answer away
+
+
+def test_base_for_reach_close_hint_only_near_the_answer():
+    assert nb09.check_base_for_reach(4.2e5, offset=80, head_dim=8).ok  # two significant figures
+    assert not nb09.check_base_for_reach(3e5, offset=80, head_dim=8).message.startswith("Close")

@@ -46,30 +46,59 @@ def test_out_of_range():
     assert "slowest" in check_out_of_range(right + [31]).message or "31" in check_out_of_range(right + [31]).message
     assert "completes a turn" in check_out_of_range([20] + right).message
     assert "missing" in check_out_of_range(right[1:]).message
+    for some in ([], right[1:], right[:3]):  # the hint does not give away how many pairs are missing
+        message = check_out_of_range(some).message
+        assert "missing" in message and str(len(right) - len(some)) not in message, message
     assert "Not answered" in check_out_of_range(None).message
     for junk in [*JUNK, "21", 3, [1.5], [64]]:
         feedback = check_out_of_range(junk)
         assert not feedback.ok and feedback.message
 
 
-def test_ntk_base_accepts_the_printed_precision():
-    s = NTK_BASE["target_len"] / NTK_BASE["train_len"]
+def _smallest_ntk_factor_by_scan():
+    # found by scanning s and computing ρ_j from the frequencies, not from the closed form the checker uses
+    p = NTK_BASE
+    d, L, n = p["head_dim"], p["train_len"], p["target_len"]
+    theta = rope_frequencies(d, p["base"])
+    never = L * theta / (2 * math.pi) < 1
+    lo, hi = 1.0, 100.0
+    for _ in range(60):  # bisection on "no pair out of range"
+        mid = (lo + hi) / 2
+        rho = n * rope_frequencies(d, p["base"] * mid ** (d / (d - 2))) / (L * theta)
+        lo, hi = (lo, mid) if bool((rho[never] <= 1 + 1e-12).all()) else (mid, hi)
+    return hi
+
+
+def test_ntk_base_is_the_smallest_factor_with_no_pair_out_of_range():
     d = NTK_BASE["head_dim"]
+    s = _smallest_ntk_factor_by_scan()
+    assert 17.7 < s < 17.73  # more than twice the stretch, 8
     exact = NTK_BASE["base"] * s ** (d / (d - 2))
-    # the defining property, checked independently: fastest pair kept, slowest slowed by exactly s
-    theta, new = rope_frequencies(d, NTK_BASE["base"]), rope_frequencies(d, exact)
-    assert new[0] == theta[0] and math.isclose((theta[-1] / new[-1]).item(), s, rel_tol=1e-12)
     for scale, base in (
         (s, exact),
-        (int(s), round(exact)),
-        (s, int(exact)),
+        (round(s, 2), round(exact)),
+        (round(s, 2), NTK_BASE["base"] * round(s, 2) ** (d / (d - 2))),  # the base of the rounded s
         (np.float32(s), np.int64(round(exact))),
         (torch.tensor(s), torch.tensor(exact)),
-        (s, float(f"{exact:.0f}")),
+        (s, float(f"{exact:.4g}")),
     ):
         assert check_ntk_base(scale, base).ok, (scale, base)
-    assert not check_ntk_base(s, exact + 1.5).ok
-    assert "inverse" in check_ntk_base(1 / s, exact).message
+    assert not check_ntk_base(s, exact * 1.01).ok
+    # the old exercise's answer (s = n/L and its base) is now wrong, with a hint that does not give s away
+    stretch = NTK_BASE["target_len"] / NTK_BASE["train_len"]
+    feedback = check_ntk_base(stretch, NTK_BASE["base"] * stretch ** (d / (d - 2)))
+    assert not feedback.ok and "stretch" in feedback.message and "17.7" not in feedback.message
+    # the slips: the critical pair off by one, the exponent 2j/d, too small, too large
+    for wrong, words in (
+        (stretch ** (94 / 66), "pair 33"),
+        (stretch ** (94 / 70), "pair 35"),
+        (stretch ** (96 / 68), "2j/(d-2)"),
+        (12.0, "ρ > 1"),
+        (25.0, "smaller s"),
+    ):
+        feedback = check_ntk_base(wrong, NTK_BASE["base"] * wrong ** (d / (d - 2)))
+        assert not feedback.ok and words in feedback.message, (wrong, feedback.message)
+        assert "17.7" not in feedback.message
     assert "s^((d-2)/d)" in check_ntk_base(s, NTK_BASE["base"] * s).message
     assert "upside down" in check_ntk_base(s, NTK_BASE["base"] * s ** ((d - 2) / d)).message
     assert "Not answered" in check_ntk_base(None, exact).message and "Not answered" in check_ntk_base(s, ...).message
@@ -77,8 +106,6 @@ def test_ntk_base_accepts_the_printed_precision():
         if junk is None or junk is Ellipsis:
             continue
         assert not check_ntk_base(s, junk).ok and not check_ntk_base(junk, exact).ok
-    # the old notebook's NTK exercise printed 40890 and its checker rejected it: no value printed is rejected now
-    assert f"{round(exact)}" in check_ntk_base(s, round(exact)).message
 
 
 def _yarn(head_dim, base, factor, trained_len, *, reversed_ramp=False, dtype=torch.float64):
@@ -106,6 +133,9 @@ def test_yarn_frequencies():
     assert check_yarn_frequencies(lambda *a: _yarn(*a).tolist()).ok
     feedback = check_yarn_frequencies(lambda *a: _yarn(*a, reversed_ramp=True))
     assert not feedback.ok and "fastest pair" in feedback.message
+    # on the toy probe pair 0 turns 16/2π ≈ 2.5 times, fewer than β_fast = 32: the hint must not say "many times"
+    assert YARN_PROBES[0] == (16, 10000.0, 4.0, 16) and 16 / (2 * math.pi) < 32
+    assert "should be kept" in feedback.message and "many times" not in feedback.message
     # hard-coded for the first probe only: caught on the others
     first = _yarn(*YARN_PROBES[0])
     assert not check_yarn_frequencies(lambda *a: first).ok
@@ -115,7 +145,7 @@ def test_yarn_frequencies():
         assert not feedback.ok and feedback.message
 
 
-def test_stretch_ratio():
+def _stretch_rho():
     p = STRETCH
     rule = {
         "rope_type": "llama3",
@@ -126,17 +156,33 @@ def test_stretch_ratio():
     }
     theta = rope_frequencies(p["head_dim"], p["base"])
     theta_rule = scaled_frequencies(p["head_dim"], rule, base=p["base"])[0]
+    never = p["train_len"] * theta < 2 * math.pi
     divided = torch.isclose(theta / theta_rule, torch.tensor(p["factor"], dtype=torch.float64))
-    right = (p["target_len"] * theta_rule / (p["train_len"] * theta))[divided].max().item()
-    for form in (right, round(right, 2), int(round(right)), torch.tensor(right), np.float64(right), [right]):
+    return p["target_len"] * theta_rule / (p["train_len"] * theta), never, divided
+
+
+def test_stretch_ratio():
+    rho, never, divided = _stretch_rho()
+    right = rho[never].max().item()
+    assert 5.2 < right < 5.3 and bool((never & ~divided).any())  # some pairs that never turn are blended
+    for form in (right, round(right, 2), torch.tensor(right), np.float64(right), [right]):
         assert check_stretch_ratio(form).ok, form
-    assert check_stretch_ratio((p["target_len"] - 1) / (p["train_len"] - 1) / p["factor"]).ok  # positions, not lengths
-    for wrong in (16, 1, 0.25, 2):
+    for wrong in (16, 1, 0.25, 5, 6, 1 / right):
         feedback = check_stretch_ratio(wrong)
-        assert not feedback.ok and f"{right:g}" not in feedback.message
+        assert not feedback.ok and f"{right:.2f}" not in feedback.message
     assert "without any rule" in check_stretch_ratio(16).message
+    assert "Upside down" in check_stretch_ratio(1 / right).message
     for junk in JUNK:
         assert not check_stretch_ratio(junk).ok
+
+
+def test_stretch_ratio_is_not_the_full_factor_ratio():
+    # the old exercise's answer, (n/L)/s = 4 (the largest ρ of the pairs divided by the full factor), is now wrong
+    rho, never, divided = _stretch_rho()
+    old = rho[divided].max().item()
+    assert math.isclose(old, 4.0, rel_tol=1e-12)
+    feedback = check_stretch_ratio(old)
+    assert not feedback.ok and "full factor" in feedback.message and "5.2" not in feedback.message
 
 
 @pytest.mark.parametrize("checker", [check_out_of_range, check_stretch_ratio, check_yarn_frequencies])
@@ -214,25 +260,16 @@ def test_out_of_range_reads_a_mask_and_names_the_rounding():
     )
 
 
-def test_stretch_ratio_names_a_blended_pair():
-    # taking every pair the rule slows (blended ones too) gives the largest ρ of a blended pair: 14.66
-    p = STRETCH
-    rule = {
-        "rope_type": "llama3",
-        "factor": p["factor"],
-        "low_freq_factor": p["low_freq_factor"],
-        "high_freq_factor": p["high_freq_factor"],
-        "original_max_position_embeddings": p["train_len"],
-    }
-    theta = rope_frequencies(p["head_dim"], p["base"])
-    theta_rule = scaled_frequencies(p["head_dim"], rule, base=p["base"])[0]
-    slowed = theta_rule < theta
-    wrong = (p["target_len"] * theta_rule / (p["train_len"] * theta))[slowed].max().item()
-    assert 14 < wrong < 15
+def test_stretch_ratio_names_a_pair_that_turns():
+    # taking every pair the rule slows (turning ones too) gives the largest ρ of a pair that completes turns: 14.85
+    rho, never, _ = _stretch_rho()
+    slowed = rho < STRETCH["target_len"] / STRETCH["train_len"]
+    wrong = rho[slowed].max().item()
+    assert 14 < wrong < 15 and not bool(never[rho == wrong].any())
     for value in (wrong, round(wrong, 2)):
         feedback = check_stretch_ratio(value)
-        assert not feedback.ok and "blended" in feedback.message, feedback.message
-        assert "4" not in feedback.message.replace(f"{value:g}", "")  # the answer, 4, is not given away
+        assert not feedback.ok and "completes a turn" in feedback.message, feedback.message
+        assert "5.2" not in feedback.message
 
 
 def test_yarn_checker_rejects_scaled_frequencies_through_the_package():

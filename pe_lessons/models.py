@@ -265,7 +265,9 @@ def _grid(item: object, index: int) -> tuple[tuple[int, int, int], float]:
     return (t, h, w), interval
 
 
-def mrope_position_ids(segments: Sequence[object], *, spatial_merge_size: int = 1) -> torch.Tensor:
+def mrope_position_ids(
+    segments: Sequence[object], *, spatial_merge_size: int = 1, rule: str = "transformers"
+) -> torch.Tensor:
     r"""The ``[3, seq]`` position ids (time, height, width) of a text + image/video sequence, as ``get_rope_index``.
 
     ``segments`` lists the sequence in order: an ``int`` ``n`` is ``n`` text tokens; a triple
@@ -276,10 +278,21 @@ def mrope_position_ids(segments: Sequence[object], *, spatial_merge_size: int = 
     ``t × (h/k) × (w/k)`` tokens per grid, ``k = spatial_merge_size`` (2 in the released models).
 
     With ``s`` the next free position: text tokens get ``(s, s, s), (s+1, s+1, s+1), …``; the
-    token of temporal patch ``f``, row ``r``, column ``c`` gets ``(s + ⌊f·τ⌋, s + r, s + c)``; after a grid,
-    ``s`` advances by ``max(h, w)/k`` (transformers 5.24; after a video the text's time id can therefore be
-    smaller than the video's largest), after text by its length.
+    token of temporal patch ``f``, row ``r``, column ``c`` gets ``(s + ⌊f·τ⌋, s + r, s + c)``; after text
+    ``s`` advances by its length. After a grid, ``rule`` says where the next segment starts:
+
+    - ``"paper"``: one past the largest id of the grid in any stream, the Qwen2-VL paper's rule (§2.1:
+      each modality starts at the preceding modality's largest position id plus one) and that of Qwen's
+      ``get_rope_index`` in transformers up to v5.2 (``st_idx = llm_pos_ids_list[-1].max() + 1``);
+    - ``"transformers"`` (default, what the tests compare with transformers 5.24): ``s + max(h, w)/k``.
+
+    For an image (``t = 1``) the two agree: its largest id is ``s + max(h, w)/k − 1``. After a video
+    whose time ids run past ``s + max(h, w)/k − 1`` they differ: 5.24 puts the text's time id inside the
+    video's time range (reported as a bug in transformers issue #45381), while its own decoding
+    (``rope_deltas``) continues at the largest id + 1.
     """
+    if rule not in ("paper", "transformers"):
+        raise ValueError(f"rule must be 'paper' or 'transformers', got {rule!r}")
     if isinstance(segments, (str, bytes)) or not isinstance(segments, Sequence) or len(segments) == 0:
         raise ValueError("segments must be a non-empty list of text lengths (int) and vision grids ((t, h, w))")
     k = check_int("spatial_merge_size", spatial_merge_size, minimum=1)
@@ -303,7 +316,7 @@ def mrope_position_ids(segments: Sequence[object], *, spatial_merge_size: int = 
         frames = (torch.arange(t) * interval).long() + start
         tt, hh, ww = torch.meshgrid(frames, torch.arange(h) + start, torch.arange(w) + start, indexing="ij")
         parts.append(torch.stack((tt, hh, ww)).reshape(3, -1))
-        start += max(h, w)
+        start = int(parts[-1].max()) + 1 if rule == "paper" else start + max(h, w)
     return torch.cat(parts, dim=1)
 
 

@@ -66,6 +66,34 @@ def test_mrope_position_ids_match_get_rope_index(segments):
     mine = models.mrope_position_ids(segments, spatial_merge_size=2)
     assert torch.equal(mine, ids[:, 0])
     assert int(deltas[0, 0]) == int(mine.max()) + 1 - mine.shape[1]
+    # for images the paper's rule (one past the largest id) gives the same ids
+    assert torch.equal(models.mrope_position_ids(segments, spatial_merge_size=2, rule="paper"), mine)
+
+
+def test_mrope_position_ids_after_a_video_paper_rule_and_transformers_5_24():
+    from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VLModel
+
+    video = {"grid_thw": (4, 4, 4), "time_interval": 2}  # 4 temporal patches 2 apart, 2 × 2 tokens each
+    lib = models.mrope_position_ids([2, video, 1], spatial_merge_size=2)
+    paper = models.mrope_position_ids([2, video, 1], spatial_merge_size=2, rule="paper")
+    assert torch.equal(lib[:, :-1], paper[:, :-1])  # the same up to the text after the video
+    assert lib[:, -1].tolist() == [4, 4, 4]  # 2 + max(2, 2): inside the video's times 2, 4, 6, 8
+    assert paper[:, -1].tolist() == [9, 9, 9]  # one past the video's largest id, 8
+    # a real clip's shape: 32 temporal patches of 28 × 28 patches, τ = 2
+    clip = {"grid_thw": (32, 28, 28), "time_interval": 2}
+    assert models.mrope_position_ids([5, clip, 1], spatial_merge_size=2)[0, -1] == 5 + 14
+    assert models.mrope_position_ids([5, clip, 1], spatial_merge_size=2, rule="paper")[0, -1] == 5 + 62 + 1
+    # transformers 5.24's own decoding continues a prompt that ends with the video at the paper's id
+    token_types = torch.tensor([[0] * 2 + [2] * 16])
+    _, deltas = _get_rope_index(
+        Qwen2_5_VLModel,
+        torch.zeros_like(token_types),
+        token_types,
+        video_grid_thw=torch.tensor([video["grid_thw"]]),
+        second_per_grid_ts=torch.tensor([1.0]),
+        tokens_per_second=2,
+    )
+    assert token_types.shape[1] + int(deltas[0, 0]) == paper[0, -1] == 9
 
 
 def test_mrope_position_ids_of_a_video_match_qwen2_5_vl():
@@ -512,6 +540,7 @@ def test_gemma4_defaults_to_proportional_global_layers():
         (lambda: models.nope_layers({"num_hidden_layers": 2, "no_rope_layers": [1, 2]}), "0 .no RoPE."),
         (lambda: models.mrope_position_ids([3, (1, 3, 4)], spatial_merge_size=2), "multiples of spatial_merge_size"),
         (lambda: models.mrope_position_ids([]), "non-empty"),
+        (lambda: models.mrope_position_ids([2], rule="qwen"), "rule must be"),
         (lambda: models.mrope_position_ids([True]), "must be an int"),
         (lambda: models.mrope_position_ids([(1, 2)]), r"\(t, h, w\)"),
         (

@@ -6,7 +6,9 @@ import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
+import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
@@ -286,12 +288,12 @@ def check_window_table(window_table: Callable[[int, int, int], torch.Tensor] | N
                 worst = (label, off, start, n, d, got)
     if worst is not None:
         label, off, start, n, d, got = worst
-        rel = _rounded_omega(got, torch.arange(start, start + n, dtype=torch.float64), d)
+        rel = _omega_probe(window_table, d)
         if rel is not None:
             return failed(
                 f"{label} is off by {off:.1g}. The angle error is zero in pair 0 and, in every other pair, the "
-                f"same multiple of pos in every row: every angle is pos times a number that is off by a relative "
-                f"{rel:.1g}. Which number is that, and in which dtype was it made?"
+                f"same multiple of pos at positions 10^5 and 10^6 alike: every angle is pos times a number that is "
+                f"off by a relative {rel:.1g}. Which number is that, and in which dtype was it made?"
             )
         return failed(
             f"{label} is off by {off:.1g}. Rounding a float32 number x moves it by up to x·2^-24, so an error this "
@@ -329,6 +331,31 @@ def check_window_table(window_table: Callable[[int, int, int], torch.Tensor] | N
     )
 
 
+#: Two windows ten times apart in position: an error made by a rounded ω grows tenfold between them, one made by a
+#: rounded angle (or anything else fixed in size near one position) does not.
+_OMEGA_PROBES = ((100_000, 8), (1_000_000, 8))
+
+
+def _omega_probe(window_table: Callable[[int, int, int], torch.Tensor], d_model: int) -> float | None:
+    """The relative error of ω when ``window_table``'s angles are ``pos·ω'`` over positions 10^5 … 10^6 (else None).
+
+    Near one large start the rows span a tiny range of positions, so any error fixed in size there (e.g. a coarse
+    angle rounded to float32) would look proportional to pos: the probe compares two starts ten times apart.
+    """
+    tables, positions = [], []
+    for start, n in _OMEGA_PROBES:
+        table, problem = attempt(f"window_table({start}, {n}, {d_model})", window_table, start, n, d_model)
+        if problem is not None or not isinstance(table, torch.Tensor) or tuple(table.shape) != (n, d_model):
+            return None
+        if not table.is_floating_point() or table.is_complex() or table.device.type == "meta":
+            return None
+        if not bool(torch.isfinite(table).all()):
+            return None
+        tables.append(table.detach().cpu().double())
+        positions.append(torch.arange(start, start + n, dtype=torch.float64))
+    return _rounded_omega(torch.cat(tables), torch.cat(positions), d_model)
+
+
 def _rounded_omega(table: torch.Tensor, positions: torch.Tensor, d_model: int) -> float | None:
     """The relative error of ω, when ``table``'s angles are exactly ``pos·ω'`` for an ω' off in pairs 1… only.
 
@@ -341,7 +368,9 @@ def _rounded_omega(table: torch.Tensor, positions: torch.Tensor, d_model: int) -
     seen = torch.atan2(pairs[..., 0], pairs[..., 1])
     err = torch.remainder(seen - exact + math.pi, 2 * math.pi) - math.pi  # signed, in [-π, π)
     rows = positions > 0
-    if d_model < 4 or int(rows.sum()) < 2 or err[:, 0].abs().max().item() > 1e-6 or err.abs().max() < 1e-5:
+    if int(rows.sum()) < 2 or positions[rows].max() < 2 * positions[rows].min():
+        return None  # proportionality needs a real range of positions (a factor 2 at least)
+    if d_model < 4 or err[:, 0].abs().max().item() > 1e-6 or err.abs().max() < 1e-5:
         return None
     per_pos = err[rows, 1:] / positions[rows, None]  # [row, pair]: constant down each column if ω was rounded
     noise = 1e-6 / positions[rows].min().item()  # the table's own float32 rounding, read back as an angle
@@ -371,66 +400,141 @@ def _classmate_table(max_len: int, d_model: int, base: float = 10000.0) -> torch
     return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1).float()
 
 
+def _derived_bound(max_len: int, d_model: int) -> float:
+    """The bound a derivation gives: one float32 rounding (2^-24 relative) of the largest ω_i below 1, times the
+    last position. The classmate's float32 ω takes one to three roundings (pow, division), hence the window."""
+    return (max_len - 1) * inverse_frequencies(d_model)[1:].max().item() * 2**-24
+
+
 def _prediction_problem(predicted_error: object, max_len: int, d_model: int) -> tuple[Feedback | None, str]:
-    """(feedback or None, a sentence on the prediction) for ``predicted_error`` against the classmate's table."""
+    """(feedback or None, a sentence on the prediction) for ``predicted_error``, a bound on the classmate's error.
+
+    Accepted: a bound between a third of and 8 times :func:`_derived_bound` (one rounding of ω_1 at the last
+    position; two or three roundings, or ω ≤ 1 with float32's step near 1, 2^-23, stay inside), or the measured
+    error itself (within -5 % / +20 %: a student who computed the float32 ω). Rejected: anything below the measured
+    error (not a bound), between it and a third of the bound (no derivation gives it), or looser than 8 times.
+    """
     label = f"classmate_table({max_len}, {d_model})"
     if is_placeholder(predicted_error):
         return failed(
-            f"Predict first: set predicted_error to your estimate of the largest error of {label}, derived before "
-            "you run it. Read its lines: which numbers does it make, in which dtype is each, how far off can each be "
-            "relatively, and what does multiplying by pos do to that?"
+            f"Predict first: set predicted_error to a bound on the largest error of {label}, derived before you "
+            "run it. Read its lines: which numbers does it make, in which dtype is each (print a piece's .dtype), "
+            "how far off can each be relatively at most, and what does multiplying by pos do to that?"
         ), ""
-    value, problem = as_number(predicted_error, "predicted_error (a number: the largest error you expect)")
+    value, problem = as_number(predicted_error, "predicted_error (a number: the largest error you expect at most)")
     if problem is not None:
         return problem, ""
     assert value is not None
     if not math.isfinite(value) or value <= 0:
         return failed(f"predicted_error = {value!r}: an error is a positive number (the largest |table − exact|)."), ""
-    actual = _classmate_table(max_len, d_model).double() - sinusoidal_table(max_len, d_model, dtype=torch.float64)
-    measured = actual.abs().max().item()
+    classmate = _classmate_table(max_len, d_model).double()
+    actual = (classmate - sinusoidal_table(max_len, d_model, dtype=torch.float64)).abs()
+    measured = actual.max().item()
+    bound = _derived_bound(max_len, d_model)
     if value <= 5e-7:
         return failed(
             f"predicted_error = {value:.2g}: you expect the classmate's table to keep the promise (5e-7). Look again "
             "at every number it forms before the angles: is each one really float64? Print their dtypes."
         ), ""
-    if value < measured / 10:
+    if value < 0.95 * measured:
         return failed(
-            f"predicted_error = {value:.2g} is more than 10 times too small. Which number is rounded, by how much "
-            "relatively (float32 keeps 24 significant bits), and how large is the angle it scales at the last position?"
+            f"predicted_error = {value:.2g} is below the error the classmate's table really has: not a bound. Which "
+            "number is rounded, by how much relatively at most (float32 keeps 24 significant bits), and how large is "
+            "the angle it scales at the last position?"
         ), ""
-    if value > 40 * measured:
+    exact_value = value <= 1.2 * measured
+    if not exact_value and value < bound / 3:
         return failed(
-            f"predicted_error = {value:.2g} is more than 40 times too large. A float32 rounding is relative (at most "
-            "2^-24 ≈ 6e-8 per operation): how large is the largest angle that such a relative error scales?"
+            f"predicted_error = {value:.2g} is smaller than what a derivation gives. At most how far off can a "
+            "float32 number be relatively, and which pair's angle at the last position does that scale the most?"
         ), ""
-    order = 10 ** math.floor(math.log10(measured))
-    return None, (
-        f"Prediction {value:.2g}: the right size (the classmate's table is off by something of order {order:.0e})."
+    if value > 8 * bound:
+        return failed(
+            f"predicted_error = {value:.2g} is a bound, but more than 8 times looser than a derivation gives. A "
+            "float32 rounding is relative (at most 2^-24 ≈ 6e-8 per operation): how large is the largest angle that "
+            "such a relative error scales?"
+        ), ""
+    # why the measured error is below the bound: the float32 number of the worst pair was rounded by less than 2^-24
+    omega = inverse_frequencies(d_model)
+    omega32 = (1 / 10000.0 ** (torch.arange(0, d_model, 2) / d_model)).double()
+    pair = int(actual.amax(dim=0).view(-1, 2).amax(dim=1).argmax())
+    share = ((omega32[pair] - omega[pair]).abs() / omega[pair]).item() / 2**-24
+    why = (
+        f"The classmate's table is off by {measured:.2g}, below the bound: its largest error is in pair {pair}, whose "
+        f"float32 number happens to be off by only {share:.2f} of a full rounding (2^-24); a full rounding in pair 1 "
+        f"would give {bound:.2g}."
     )
+    if exact_value:
+        return None, f"Prediction {value:.2g}: the measured error itself — you computed the float32 number. {why}"
+    sound = f"a sound bound (one rounding, 2^-24, of pair 1's float32 number at the last position gives {bound:.2g})"
+    return None, f"Prediction {value:.2g}: {sound}. {why}"
+
+
+def _lossy_dtype_problem(lossy_dtype: object) -> Feedback | None:
+    """Feedback unless ``lossy_dtype`` names float32 (the dtype of the classmate's ω), in any ordinary spelling."""
+    if is_placeholder(lossy_dtype):
+        return failed(
+            "Which line makes it so? Set lossy_dtype to the dtype of the number that loses precision (print the "
+            ".dtype of each piece the classmate's code makes)."
+        )
+    dtype: torch.dtype | None = None
+    if isinstance(lossy_dtype, torch.dtype):
+        dtype = lossy_dtype
+    elif isinstance(lossy_dtype, str):
+        name = lossy_dtype.strip().removeprefix("torch.").removeprefix("np.").removeprefix("numpy.")
+        found = getattr(torch, name, None) if name.isidentifier() else None
+        dtype = found if isinstance(found, torch.dtype) else None
+    else:
+        try:
+            dtype = torch.from_numpy(np.zeros(0, dtype=np.dtype(cast(Any, lossy_dtype)))).dtype
+        except Exception:  # noqa: BLE001 - anything that is not a NumPy dtype
+            dtype = None
+    if dtype is None:
+        return failed(f"lossy_dtype: answer with a dtype, such as torch.int64, got {_short(lossy_dtype)}.")
+    if dtype == torch.float32:
+        return None
+    if dtype == torch.float64:
+        return failed(
+            "lossy_dtype = torch.float64: if every number were float64, only the final cast would round (2^-25 ≈ "
+            "3e-8), not the error you bounded. Print the .dtype of each piece the code makes, before the angles too."
+        )
+    if dtype == torch.int64:
+        return failed(
+            "lossy_dtype = torch.int64: integers are exact in int64, so they lose nothing themselves. What dtype do "
+            "they turn into in the next operation? Print it."
+        )
+    return failed(f"lossy_dtype = {dtype}: no number in classmate_table has that dtype. Print their .dtype.")
 
 
 @checker
 def check_precision_fix(
     predicted_error: object,
+    lossy_dtype: object,
     fixed_table: Callable[[int, int], torch.Tensor] | None,
     max_len: int = 70000,
     d_model: int = 16,
 ) -> Feedback:
-    """Check the prediction of the classmate's error, then a fix of the classmate's table: float32
+    """Check the prediction of the classmate's error, the dtype of the number that loses precision (float32:
+    ``lossy_dtype``, as a torch or NumPy dtype or its name), then a fix of the classmate's table: float32
     ``[max_len, d_model]``, within 5e-7 of the exact values, at the exercise's size and at :data:`PRECISION_SIZES`.
 
-    ``predicted_error`` must be within a factor 10 below / 40 above the error of the classmate's table (one
-    float32 number, ω, made by type promotion: error ``pos·|ω32 − ω|``). The feedback on the fix says which
+    ``predicted_error`` must be a bound on the error of the classmate's table (one float32 number, ω, made by type
+    promotion: error ``pos·|ω32 − ω|``) of the size a derivation gives, or the measured error (see
+    :func:`_prediction_problem`). The feedback on the fix says which
     precision loss is left: ω rounded to float32 before the float64 product (zero in pair 0 where ``ω = 1``),
     angles rounded to float32, rows shifted by one position, a fixed d_model, or a layout slip near position 0.
     """
-    if is_placeholder(predicted_error) and is_placeholder(fixed_table):
+    if is_placeholder(predicted_error) and is_placeholder(lossy_dtype) and is_placeholder(fixed_table):
         return not_done()
     problem, said = _prediction_problem(predicted_error, max_len, d_model)
     if problem is not None:
         return problem
+    problem = _lossy_dtype_problem(lossy_dtype)
+    if problem is not None:
+        return failed(f"{said} {problem.message}")
+    said = f"{said} lossy_dtype: float32, right."
     if is_placeholder(fixed_table):
-        return failed(f"{said} Which line makes it so? Now write fixed_table (the fix).")
+        return failed(f"{said} Now write fixed_table (the fix).")
     if not callable(fixed_table):
         return failed(f"{said} Answer with a function fixed_table(max_len, d_model), got {type(fixed_table).__name__}.")
     largest = 0.0

@@ -46,6 +46,14 @@ def _ids_from(answer: object) -> tuple[list[list[int]] | None, Feedback | None]:
             answer = answer.tolist()
         except Exception:
             return None, failed(f"Give the position ids as a [3, seq] tensor or three lists, got {_short(answer)}.")
+    first = answer[0] if isinstance(answer, (list, tuple)) and len(answer) == 1 else None
+    if isinstance(first, (list, tuple)) and len(first) == 3 and all(len(_shape_of(r)) == 1 for r in first):
+        return None, _batch_dimension()  # [1, 3, seq]: batch first
+    if isinstance(answer, (list, tuple)) and len(answer) > 3 and all(_shape_of(row) == (3,) for row in answer):
+        return None, failed(
+            f"That is one (time, height, width) triple per token, [{len(answer)}, 3]: transpose it to three rows "
+            "(time, height, width), one number per token."
+        )
     if isinstance(answer, (str, bytes)) or not isinstance(answer, (list, tuple)) or len(answer) != 3:
         return None, failed(
             f"Give three rows (time, height, width), one number per token, got {_short(answer)}: "
@@ -72,6 +80,15 @@ def _ids_from(answer: object) -> tuple[list[list[int]] | None, Feedback | None]:
             values.append(value)
         rows.append(values)
     return rows, None
+
+
+def _shape_of(row: object) -> tuple[int, ...]:
+    """The length of a list/tuple/1-D tensor (as a 1-tuple), its shape if it has one, else ()."""
+    if hasattr(row, "shape"):
+        return tuple(cast(Any, row).shape)
+    if isinstance(row, (list, tuple)):
+        return (len(row),)
+    return ()
 
 
 def _batch_dimension() -> Feedback:
@@ -128,6 +145,8 @@ def check_image_text_ids(answer: object) -> Feedback:
                 "the 6 × 4 patches become 3 × 2 tokens."
             )
         return failed(f"The sequence has {n} tokens (text, image tokens after merging, text), not {lengths.pop()}.")
+    if rows == [want[0], want[2], want[1]]:
+        return failed("The height and width rows are swapped: give the rows in the order time, height, width.")
     if rows == _variant_ids(segments, merge, swap=True):
         return failed("Rows and columns are swapped: the grid is (t, h, w) = (1, 6, 4), 6 patch rows of 4 columns.")
     counted, by_patches = (_variant_ids(segments, merge, text_after=slip) for slip in ("count", "patches"))
@@ -153,6 +172,10 @@ def check_image_text_ids(answer: object) -> Feedback:
     if image != [w[4:10] for w in want]:
         if image == [[v - 4 for v in w[4:10]] for w in want]:
             return failed("The image's ids start at 0: every stream of the image starts at the next free position, 4.")
+        if image == [[v - 1 for v in w[4:10]] for w in want]:
+            return failed(
+                "The image starts at 3, the last text token's position: it starts at the next free position, 4."
+            )
         return failed(
             "The image tokens are not right: the token in row r, column c (after merging) gets "
             "(start, start + r, start + c), row by row."
@@ -201,9 +224,13 @@ def check_window_pairs(answer: object) -> Feedback:
             items = answer.tolist() if hasattr(answer, "tolist") else list(cast(Iterable, answer))
         except Exception:
             return failed(f"Give a number of pairs, or the list of pair indices, got {_short(answer)}.")
+        if items and all(isinstance(v, list) and len(v) == 1 for v in items):
+            items = [v[0] for v in items]  # torch.nonzero(mask) / np.argwhere(mask): [k, 1]
         if any(isinstance(v, list) for v in items):
             return failed(f"Give a number of pairs, or a flat list of pair indices, got {_short(answer)}.")
-        if items and all(isinstance(v, bool) for v in items):
+        if items and (
+            all(isinstance(v, bool) for v in items) or (len(items) == d // 2 and all(v in (0, 1) for v in items))
+        ):
             return failed(
                 f"That is a mask of {len(items)} pairs (True where a pair turns): give its sum, or the indices "
                 "where it is True."
@@ -249,6 +276,11 @@ def check_window_pairs(answer: object) -> Feedback:
         )
     if value == d // 2 - want:
         return failed(f"Not {value}: that counts the pairs that do not turn within the window.")
+    if value == window_pairs(d, base, 1 / s, n):
+        return failed(
+            f"Not {value}: that multiplies the frequencies by the factor. The factor stretches the wavelengths "
+            "(position interpolation): it divides every θ_i by 8."
+        )
     if value == window_pairs(d, base, 1.0, n):
         return failed(
             "That is a layer without the linear factor: the global layers divide every frequency by 8 (rope_type "
@@ -294,6 +326,12 @@ def mla_scores(
     nope = (q_nope @ w_uk) @ latent.transpose(-2, -1)
     rope = apply_rope(q_rope, positions) @ apply_rope(k_rope, positions).transpose(-2, -1)
     return nope + rope
+
+
+def _rope_part(args: tuple[torch.Tensor, ...], want: torch.Tensor) -> torch.Tensor:
+    """The rotated term of the right scores: ``want`` minus the latent term."""
+    q_nope, _, latent, _, w_uk, _ = args
+    return want - (q_nope @ w_uk) @ latent.transpose(-2, -1)
 
 
 def _mla_inputs(heads: int, seq: int, nope: int, rope: int, rank: int, seed: int) -> tuple[torch.Tensor, ...]:
@@ -356,6 +394,13 @@ def check_mla_scores(fn: object) -> Feedback:
                     f"The scores are right only to {dtype} precision: the inputs are float64, so compute in their "
                     "dtype (no .float() or float32 tensors on the way)."
                 )
+        if torch.allclose(got.double().mT, want, rtol=1e-6, atol=1e-8) or torch.allclose(
+            got.double(), want - _rope_part(args, want) + _rope_part(args, want).mT, rtol=1e-6, atol=1e-8
+        ):
+            return failed(
+                "Your scores (or their rotated term) are transposed: entry [h, m, n] is query m against key n, so "
+                "the query side goes on the left of the product and the keys, transposed, on the right."
+            )
         q_latent = q_nope @ w_uk
         buggy = q_latent @ apply_rope(latent, positions).transpose(-2, -1)
         rope_part = want - q_latent @ latent.transpose(-2, -1)

@@ -83,7 +83,7 @@ def test_image_text_ids_format_messages_reach_the_student():
     """A failed Feedback is falsy: `problem or fallback` used to show the fallback instead of the specific message."""
     right = _by_hand()
     transposed = check_image_text_ids(torch.tensor(right).T)
-    assert not transposed.ok and "three rows" in transposed.message and "got" in transposed.message
+    assert not transposed.ok and "three rows" in transposed.message and "[12, 3]" in transposed.message
     half = [right[0][:5] + [7.5] + right[0][6:], right[1], right[2]]
     message = check_image_text_ids(half).message
     assert "In the time row" in message and "7.5" in message
@@ -321,3 +321,41 @@ def test_mla_scores_zeroed_mask_and_half_layout_are_named():
     feedback = check_mla_scores(half)
     assert not feedback.ok and "'half'" in feedback.message
     assert "once, for all keys" in check_mla_scores(_fixed).message
+
+
+def test_image_text_ids_review_4_slips_are_named():
+    right = _by_hand()
+    from_three = [r[:4] + [v - 1 for v in r[4:10]] + r[10:] for r in right]  # the image starts at the last text id
+    assert "next free position, 4" in check_image_text_ids(from_three).message
+    for transposed in (torch.tensor(right).T, torch.tensor(right).T.tolist(), np.array(right).T):
+        assert "transpose" in check_image_text_ids(transposed).message
+    for batch_first in (torch.tensor([right]), [right]):  # [1, 3, seq]
+        assert "drop the batch" in check_image_text_ids(batch_first).message
+    assert "height and width rows are swapped" in check_image_text_ids([right[0], right[2], right[1]]).message
+    assert not check_image_text_ids([[0, 1, 2]]).ok  # one row of three numbers is not a batch dimension
+    assert "drop the batch" not in check_image_text_ids([[0, 1, 2]]).message
+
+
+def test_window_pairs_review_4_forms_and_slips():
+    g = GEMMA3_GLOBAL
+    theta = g["base"] ** (-torch.arange(0, g["head_dim"], 2, dtype=torch.float64) / g["head_dim"]) / g["factor"]
+    turns = g["window"] * theta / (2 * math.pi)
+    assert check_window_pairs(torch.nonzero(turns >= 1)).ok  # [28, 1]
+    assert check_window_pairs(np.argwhere((turns >= 1).numpy())).ok
+    for mask in ((turns >= 1).int(), (turns >= 1).long(), (turns >= 1).int().tolist()):
+        assert "mask" in check_window_pairs(mask).message, mask
+    times = nb11.window_pairs(g["head_dim"], g["base"], 1 / g["factor"], g["window"])
+    assert times == 67
+    message = check_window_pairs(times).message
+    assert "divides every θ_i by 8" in message and "/factor" not in message
+
+
+def test_mla_scores_transposed_scores_are_named():
+    def rope_transposed(q_nope, q_rope, latent, k_rope, w_uk, positions):  # R(k)·R(q)ᵀ
+        return (q_nope @ w_uk) @ latent.mT + apply_rope(k_rope, positions) @ apply_rope(q_rope, positions).mT
+
+    def all_transposed(*args):
+        return _fixed(*args).mT
+
+    for fn in (rope_transposed, all_transposed):
+        assert "transposed" in check_mla_scores(fn).message

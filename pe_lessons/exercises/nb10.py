@@ -158,6 +158,13 @@ def check_out_of_range(answer: object) -> Feedback:
     return failed("Not that set of pairs. Use ρ_j = n·θ'_j / (L·θ_j) for the pairs that never complete a turn.")
 
 
+def _one_of(answer: object) -> object:
+    """A one-element list or tuple, ``[5.27]``, read as its element (both numeric checkers alike)."""
+    if isinstance(answer, (list, tuple)) and len(answer) == 1:
+        return answer[0]
+    return answer
+
+
 def ntk_base(head_dim: int, base: float, scale: float) -> float:
     """``base·s^(d/(d-2))``: keeps ``θ_0`` and divides the slowest frequency by ``s``."""
     return base * scale ** (head_dim / (head_dim - 2))
@@ -182,10 +189,12 @@ def check_ntk_base(scale: object, new_base: object) -> Feedback:
     """Exercise 2: the smallest NTK factor ``s`` that leaves no pair of :data:`NTK_BASE` out of range at
     ``target_len``, and its NTK-aware base.
 
-    ``s`` is accepted to two decimals; the base to 0.1 %, or as the NTK base of the ``s`` given.
+    ``s`` is accepted to two decimals; the base to 0.1 %, or as the NTK base of the ``s`` given (the task asks
+    for it to the nearest whole number; within 0.5 % the hint asks for more digits).
     """
     if is_placeholder(scale) or is_placeholder(new_base):
         return not_done()
+    scale, new_base = _one_of(scale), _one_of(new_base)
     s, problem = as_number(scale, "the factor s (a number)")
     if problem is not None:
         return problem
@@ -224,11 +233,13 @@ def check_ntk_base(scale: object, new_base: object) -> Feedback:
         )
     want = ntk_base(d, base, want_s)
     if abs(b - want) <= 1e-3 * want or abs(b - ntk_base(d, base, s)) <= max(1.0, 1e-4 * want):
+        turning = want_s ** (2 * (j - 1) / (d - 2))  # the slow-down of the last pair that turns, j_c - 1
         return passed(
             f"s = (n/L)^((d-2)/(2·j_c)) = {stretch:g}^({d - 2}/{2 * j}) ≈ {want_s:.2f}, base' ≈ {want:.0f}: the "
-            f"critical pair {j} has the largest ρ and is slowed by exactly n/L = {stretch:g}; the pairs after it "
-            f"by more. That is {want_s / stretch:.1f}× the stretch: NTK brings its slow pairs back only by slowing "
-            "every pair but the fastest more than the input needs."
+            f"critical pair {j} has the largest ρ and is slowed by exactly n/L = {stretch:g}. s is "
+            f"{want_s / stretch:.1f}× the stretch: NTK brings its slow pairs back only by slowing the pairs after "
+            f"the critical one by more than the stretch, and the pairs that turn, which need no slowing, by up to "
+            f"{turning:.1f}."
         )
     if abs(b - base * s) <= 1e-3 * base * s:
         return failed(
@@ -237,6 +248,8 @@ def check_ntk_base(scale: object, new_base: object) -> Feedback:
         )
     if abs(b - base * s ** ((d - 2) / d)) <= 1e-3 * base * s:
         return failed("The exponent is upside down: solve the slowest pair's condition for base' again.")
+    if abs(b - want) <= 5e-3 * want:
+        return failed(f"s is right, and the base {b:g} is close: give it to the nearest whole number (more digits).")
     return failed(f"s is right; the base is not {b:g}. Use section 3's NTK-aware base for that s.")
 
 
@@ -346,9 +359,7 @@ def check_stretch_ratio(answer: object) -> Feedback:
     """Exercise 4: the largest ρ over the pairs that never turn, under :data:`STRETCH`'s rule (to 2 decimals)."""
     if is_placeholder(answer):
         return not_done()
-    if isinstance(answer, (list, tuple)) and len(answer) == 1:
-        answer = answer[0]
-    value, problem = as_number(answer, "a number (the ratio ρ)")
+    value, problem = as_number(_one_of(answer), "a number (the ratio ρ)")
     if problem is not None:
         return problem
     assert value is not None  # set whenever problem is None
@@ -366,7 +377,10 @@ def check_stretch_ratio(answer: object) -> Feedback:
             "largest angles."
         )
     if close(stretch):
-        return failed("That is the ratio without any rule: every pair here is slowed by the rule.")
+        return failed(
+            f"{value:g} is the ρ of the pairs the rule keeps (wavelength below L/high_freq_factor): they complete "
+            "turns in training. Take only the pairs that never turn."
+        )
     if close(stretch / s):
         return failed(
             f"{value:g} = (n/L)/s is the ρ of a pair divided by the full factor. Are all the pairs that never turn "
@@ -374,11 +388,15 @@ def check_stretch_ratio(answer: object) -> Feedback:
         )
     if close(1 / want) or close(s / stretch):
         return failed("Upside down: ρ is the angle at the target length over the largest angle seen in training.")
-    if close(rho[~never].max().item()) or value > want:
+    if any(close(r) for r in rho[~never].tolist()):
         return failed(
             f"ρ = {value:g} belongs to a pair that completes a turn in training: it has seen every angle. Take only "
             "the pairs whose wavelength exceeds the trained length."
         )
+    if value.is_integer() and stretch < value < len(rho):  # above every pair's ρ (none exceeds n/L)
+        return failed(f"{value:g} looks like a pair index: give ρ, the ratio of angles, not the pair it is on.")
+    if abs(value - want) <= 0.05:
+        return failed(f"{value:g} is close, but not within two decimals of ρ: give more digits.")
     return failed(
         f"Not {value:g}. Compute ρ_j = n·θ'_j / (L·θ_j) for every pair that never turns and take the largest."
     )

@@ -84,6 +84,14 @@ def test_ntk_base_is_the_smallest_factor_with_no_pair_out_of_range():
     ):
         assert check_ntk_base(scale, base).ok, (scale, base)
     assert not check_ntk_base(s, exact * 1.01).ok
+    # a one-element list is read as its element, as in exercise 4
+    assert check_ntk_base([round(s, 2)], [round(exact)]).ok and check_ntk_base([s], exact).ok
+    # a base rounded to three or four significant figures (0.2 % off) is close: asked for more digits, not told
+    # that the formula is wrong
+    for rounded in (188000, 1.88e5, round(exact, -3)):
+        feedback = check_ntk_base(round(s, 2), rounded)
+        assert not feedback.ok and "close" in feedback.message and "nearest whole" in feedback.message, rounded
+        assert "188343" not in feedback.message and "section 3" not in feedback.message
     # the old exercise's answer (s = n/L and its base) is now wrong, with a hint that does not give s away
     stretch = NTK_BASE["target_len"] / NTK_BASE["train_len"]
     feedback = check_ntk_base(stretch, NTK_BASE["base"] * stretch ** (d / (d - 2)))
@@ -170,10 +178,33 @@ def test_stretch_ratio():
     for wrong in (16, 1, 0.25, 5, 6, 1 / right):
         feedback = check_stretch_ratio(wrong)
         assert not feedback.ok and f"{right:.2f}" not in feedback.message
-    assert "without any rule" in check_stretch_ratio(16).message
+    assert "the rule keeps" in check_stretch_ratio(16).message
     assert "Upside down" in check_stretch_ratio(1 / right).message
     for junk in JUNK:
         assert not check_stretch_ratio(junk).ok
+
+
+def test_stretch_ratio_slips_get_true_hints():
+    rho, never, _ = _stretch_rho()
+    right = rho[never].max().item()
+    stretch = STRETCH["target_len"] / STRETCH["train_len"]
+    # forgetting the mask: rho.max() over every pair is 16, the ρ of the pairs the rule keeps (they turn), not
+    # "the ratio without any rule"
+    assert math.isclose(rho.max().item(), stretch) and not bool(never[rho == rho.max()].any())
+    feedback = check_stretch_ratio(rho.max().item())
+    assert not feedback.ok and "keeps" in feedback.message and "never turn" in feedback.message, feedback.message
+    assert "without any rule" not in feedback.message
+    # values above the answer that no pair has as ρ: not "a pair that completes a turn"
+    pair = int(never.nonzero()[0]) + int(rho[never].argmax())
+    assert pair == 46
+    for value in (round(right, 1), 5.28, pair, float(pair), np.int64(pair)):
+        feedback = check_stretch_ratio(value)
+        assert not feedback.ok and "completes a turn" not in feedback.message, (value, feedback.message)
+        assert f"{right:.2f}" not in feedback.message
+    for value in (pair, float(pair), np.int64(pair)):
+        assert "pair index" in check_stretch_ratio(value).message
+    for value in (round(right, 1), 5.28):
+        assert "close" in check_stretch_ratio(value).message
 
 
 def test_stretch_ratio_is_not_the_full_factor_ratio():

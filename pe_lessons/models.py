@@ -288,8 +288,9 @@ def mrope_position_ids(
 
     For an image (``t = 1``) the two agree: its largest id is ``s + max(h, w)/k − 1``. After a video
     whose time ids run past ``s + max(h, w)/k − 1`` they differ: 5.24 puts the text's time id inside the
-    video's time range (reported as a bug in transformers issue #45381), while its own decoding
-    (``rope_deltas``) continues at the largest id + 1.
+    video's time range, while its own decoding (``rope_deltas``) continues at the largest id + 1. The change
+    is visible in the v5.2 vs 5.3 traces of transformers issue #45381, whose fix (PR #45400) corrected the
+    video's time ids but kept ``s + max(h, w)/k``.
     """
     if rule not in ("paper", "transformers"):
         raise ValueError(f"rule must be 'paper' or 'transformers', got {rule!r}")

@@ -68,24 +68,49 @@ def check_t5_bucket(answer: object, offset: int = 20, *, num_buckets: int = 16, 
             f"That is a causal (one-sided) bucket, with all {num_buckets} buckets on one side. This bias is "
             f"bidirectional: {half} buckets per side."
         )
-    if not 0 <= value < num_buckets:
-        return failed(f"There are only {num_buckets} buckets (0 … {num_buckets - 1}); {value} is not one of them.")
     side = half if offset > 0 else 0
     if distance >= exact:
         log_part = math.log(distance / exact) / math.log(max_distance / exact) * (half - exact)
-        if value == side + exact + round(log_part) and round(log_part) != math.floor(log_part):
-            return failed("Close: T5 rounds the logarithmic part down, not to the nearest integer.")
+        # the slips that land near the answer; two of them can give the same number, so name every one that does
+        rounded = {side + min(exact + f(log_part), half - 1) for f in (round, math.ceil)} - {want}
+        # a slip of T5's defaults: the log part multiplied by the buckets per side instead of the logarithmic ones
+        spread_over_side = math.log(distance / exact) / math.log(max_distance / exact) * half
+        spread = side + min(exact + math.floor(spread_over_side), half - 1)
+        if value in rounded and value == spread:
+            return failed(
+                "Rounded up, or spread over all the buckets of a side? T5 rounds the logarithmic part down, and "
+                "spreads it over the side's logarithmic buckets only: how many does each side have with these numbers?"
+            )
+        if value in rounded:
+            return failed("Close: T5 rounds the logarithmic part down, not up or to the nearest integer.")
         if value == side + math.floor(log_part):
             return failed(f"The logarithmic buckets start after the {exact} exact ones.")
         if value == exact + math.floor(log_part) and side:
             return failed("Right distance bucket, wrong half: keys after the query use the upper half.")
-        # a slip of T5's defaults: the log part multiplied by the buckets per side instead of the logarithmic ones
-        spread_over_side = math.log(distance / exact) / math.log(max_distance / exact) * half
-        if value == side + min(exact + math.floor(spread_over_side), half - 1) != want:
+        if value == spread != want:
             return failed(
                 "The logarithmic part is spread over the side's logarithmic buckets only, not over all the "
                 "buckets of the side: how many logarithmic buckets does each side have with these numbers?"
             )
+        # T5's defaults (32 buckets, max_distance 128) kept: the whole formula, or only its max_distance
+        default_formula = (
+            {s + 8 + math.floor(math.log(distance / 8) / math.log(128 / 8) * 8) for s in {side, 16 * (offset > 0)}}
+            if distance >= 8
+            else set()
+        )
+        if value in default_formula - {want}:
+            return failed(
+                f"That is T5's default formula (32 buckets, 8 exact per side, max_distance 128). With these "
+                f"numbers each side has {half} buckets, {exact} of them exact, and max_distance is {max_distance}."
+            )
+        if max_distance != 128:
+            default_reach = math.log(distance / exact) / math.log(128 / exact) * (half - exact)
+            if value == side + min(exact + math.floor(default_reach), half - 1) != want:
+                return failed(
+                    f"That uses T5's default max_distance 128; with these numbers max_distance is {max_distance}."
+                )
+    if not 0 <= value < num_buckets:
+        return failed(f"There are only {num_buckets} buckets (0 … {num_buckets - 1}); {value} is not one of them.")
     if value == side + distance:
         return failed(f"Only distances below {exact} have a bucket each; {distance} falls in a logarithmic bucket.")
     return failed(
@@ -188,8 +213,14 @@ def check_alibi_far_share(
             f"{head}, and the last one if the slopes are sorted. {n_heads} is not a power of two, and the slopes "
             f"go in head order as the paper's code assigns them: which slope is head {head}'s?"
         )
-    if 1 < value <= 100 and abs(value / 100 - want) <= 0.005:
+    if 1 < value <= 100:
         return failed("That looks like a percentage: give the share as a number between 0 and 1.")
+    one_decimal = round(want, 1)
+    if value == one_decimal and abs(value - want) > 0.005:  # a right share rounded to one decimal, or a slip's
+        return failed(
+            "Give two decimals: one decimal is too coarse to check. (If two decimals give this number too, check "
+            f"whether the key exactly {far} back is in your share, and which slope is head {head}'s.)"
+        )
     hints = [
         ((seq_len - far) / seq_len, "That is the share of a head with no bias (uniform weights). The bias tilts it."),
         (alibi_far_share(naive, seq_len, far), naive_hint),
@@ -254,8 +285,9 @@ def check_rotary_reach(answer: object, base: float, head_dim: int) -> Feedback:
         (2 * math.pi * base ** (2 / head_dim), "Half a turn is π radians, not 2π."),
         (
             math.pi * base ** (2 * 2 / head_dim),
-            "That is pair 2. Which pair is the fastest one that has not "
-            "turned half a circle within the training length?",
+            f"Two slips give that offset: pair 2's half turn (θ_2 = base^(-4/d)) instead of pair 1's, or "
+            f"d = {head_dim // 2}. d here is head_dim ({head_dim}), not the number of pairs or of heads; and which "
+            "pair is the fastest one that has not turned half a circle within the training length?",
         ),
         (base ** (2 / head_dim), "That is 1/θ_1: the offset where the angle reaches 1 radian. How far for π?"),
     ]:
@@ -291,16 +323,20 @@ def check_base_for_reach(answer: object, offset: float, head_dim: int) -> Feedba
         (offset ** (head_dim / 2), "Solve π·base^(2/head_dim) = offset: divide by π first."),
         (
             (offset / math.pi) ** (head_dim / 4),
-            "That base puts pair 2's half turn (θ_2 = base^(-4/head_dim)) at this offset. Which pair is the "
-            "fastest one that has not turned half a circle within the training length?",
+            f"Two slips give that base: pair 2's half turn (θ_2 = base^(-4/d)) put at this offset instead of pair "
+            f"1's, or d = {head_dim // 2}. d here is head_dim ({head_dim}), not the number of pairs or of heads; "
+            "and which pair is the fastest one that has not turned half a circle within the training length?",
         ),
     ]:
         if math.isclose(value, wrong, rel_tol=0.02):
             return failed(hint)
     if math.isclose(value, want, rel_tol=0.1):
+        if value == float(f"{value:.1e}") != float(f"{value:.0e}"):  # two significant figures already
+            return failed("Close, but not within 2 %: keep more digits in offset/π and in the power before you round.")
         return failed(
-            "Close, but rounded too far: the offset grows only as base^(2/head_dim), so the base must be given "
-            "more precisely than the offset. Round to two significant figures, or keep more."
+            "Close, but not within 2 %: the offset grows only as base^(2/head_dim), so the base must be given "
+            "more precisely than the offset. Keep more digits in offset/π and in the power, then give two "
+            "significant figures or more."
         )
     return failed("Not quite. Pair 1 has turned by π at offset π·base^(2/head_dim); solve that for the base.")
 

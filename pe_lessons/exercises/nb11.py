@@ -48,7 +48,7 @@ def _ids_from(answer: object) -> tuple[list[list[int]] | None, Feedback | None]:
             return None, failed(f"Give the position ids as a [3, seq] tensor or three lists, got {_short(answer)}.")
     first = answer[0] if isinstance(answer, (list, tuple)) and len(answer) == 1 else None
     if isinstance(first, (list, tuple)) and len(first) == 3 and all(len(_shape_of(r)) == 1 for r in first):
-        return None, _batch_dimension()  # [1, 3, seq]: batch first
+        return None, _batch_dimension([1, 3, *_shape_of(first[0])])  # [1, 3, seq]: batch first
     if isinstance(answer, (list, tuple)) and len(answer) > 3 and all(_shape_of(row) == (3,) for row in answer):
         return None, failed(
             f"That is one (time, height, width) triple per token, [{len(answer)}, 3]: transpose it to three rows "
@@ -64,11 +64,11 @@ def _ids_from(answer: object) -> tuple[list[list[int]] | None, Feedback | None]:
         if hasattr(row, "shape") and hasattr(row, "tolist") and callable(row.tolist):  # a 1-D tensor or array
             if len(row.shape) != 1:
                 if len(row.shape) == 2 and row.shape[0] == 1:
-                    return None, _batch_dimension()
+                    return None, _batch_dimension([3, *row.shape])
                 return None, failed(f"The {name} row must be one number per token, got shape {list(row.shape)}.")
             row = row.tolist()
         if isinstance(row, (list, tuple)) and len(row) == 1 and isinstance(row[0], (list, tuple)):
-            return None, _batch_dimension()  # [3, batch = 1, seq], as get_rope_index returns
+            return None, _batch_dimension([3, 1, *_shape_of(row[0])])  # [3, batch = 1, seq], as get_rope_index
         if isinstance(row, (str, bytes)) or not isinstance(row, (list, tuple)):
             return None, failed(f"The {name} row must be a list of numbers, got {_short(row)}.")
         values: list[int] = []
@@ -91,10 +91,11 @@ def _shape_of(row: object) -> tuple[int, ...]:
     return ()
 
 
-def _batch_dimension() -> Feedback:
+def _batch_dimension(shape: list[int]) -> Feedback:
+    """Feedback for ids with a batch dimension of 1; ``shape`` is the answer's own shape, as detected."""
     return failed(
-        "These are [3, 1, seq] ids, with a batch dimension (as get_rope_index returns them): drop the batch "
-        "dimension and give three rows, one number per token."
+        f"These are {list(shape)} ids, with a batch dimension (get_rope_index returns [3, batch, seq]): drop the "
+        "batch dimension and give three rows, one number per token."
     )
 
 
@@ -413,9 +414,10 @@ def check_mla_scores(fn: object) -> Feedback:
         if torch.allclose(got.double(), both + rope_part, rtol=1e-6, atol=1e-8):
             return failed(
                 "Turning the absorbed query as well makes the scores depend on distances again, but they are not "
-                "the model's scores: RoPE on the latent is not RoPE on any head's key, and section 3 showed that no "
-                "single matrix M_n on the latent serves all the heads that share it (R_n W_UK leaves the span of "
-                "the stacked W_UK's columns). Which term is meant to carry the position?"
+                "the model's scores: RoPE on the latent is not RoPE on any head's key, and section 3 showed that, for "
+                "weights in general position, no single matrix M_n on the latent serves all the heads that share "
+                "it (R_n W_UK leaves the span of the stacked W_UK's columns). Which term is meant to carry the "
+                "position?"
             )
         k_nope = torch.einsum("hdr,sr->hsd", w_uk, latent)  # the explicit keys' unrotated part, per head
         whole_key = apply_rope(q_nope, positions) @ apply_rope(k_nope, positions).transpose(-2, -1)

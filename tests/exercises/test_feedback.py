@@ -707,7 +707,9 @@ def test_a_student_loop_that_never_ends_gets_feedback_within_the_limit(name, mon
             feedback = check(*args, **kwargs)
             took = time.monotonic() - start
             assert not feedback.ok, (name, which, feedback)
-            assert took < 1.5, f"{name} took {took:.1f} s on a looping {answer.__name__}"
+            assert took < 2.5, (
+                f"{name} took {took:.1f} s on a looping {answer.__name__}"
+            )  # 1 s limit + slack for a loaded CI machine
             if _LOOPS_ENTERED[0]:  # the student's loop ran and was stopped: the message says why
                 assert "did not return within" in feedback.message and "a loop that never ends?" in feedback.message
             _no_timer_left()
@@ -719,7 +721,7 @@ def test_time_limit_stops_loops_and_sleeps_and_leaves_no_timer():
     for fn, args in ((_loop, ()), (_swallowing_loop, ()), (time.sleep, (30,))):
         start = time.monotonic()
         value, problem = _feedback.attempt("f()", fn, *args, seconds=0.2)
-        assert value is None and problem is not None and time.monotonic() - start < 1.0
+        assert value is None and problem is not None and time.monotonic() - start < 1.5
         assert problem.message == "f(): your function did not return within 0.2 s: a loop that never ends?"
         _no_timer_left()
     assert _feedback.attempt("g(2)", lambda x: x * 3, 2, seconds=0.2) == (6, None)
@@ -739,7 +741,7 @@ def test_time_limits_nest_and_restore_a_timer_set_before():
         signal.setitimer(signal.ITIMER_REAL, 0.6)
         with _feedback.time_limit(0.3):
             value, problem = _feedback.attempt("inner()", _loop, seconds=5.0)  # the outer limit is nearer
-        assert value is None and "within 0.3 s" in problem.message and time.monotonic() - start < 0.5
+        assert value is None and "within 0.3 s" in problem.message and time.monotonic() - start < 1.5  # not 5 s
         assert not fired  # the earlier timer is not due yet …
         time.sleep(0.5)
         assert len(fired) == 1 and 0.5 < fired[0] - start < 0.9  # … and fires on time afterwards
@@ -771,7 +773,7 @@ def test_time_limit_off_the_main_thread_uses_the_trace_fallback():
     thread.join(5)
     assert not thread.is_alive()
     (value, problem), took, tracer_after = results[0]
-    assert value is None and "did not return within 0.2 s" in problem.message and took < 1.0
+    assert value is None and "did not return within 0.2 s" in problem.message and took < 1.5
     assert tracer_after is None  # no trace function left behind
 
 

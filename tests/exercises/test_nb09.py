@@ -246,3 +246,34 @@ def test_slips_named_by_review_3_get_their_own_hints(check, answer, hint, answer
 def test_base_for_reach_close_hint_only_near_the_answer():
     assert nb09.check_base_for_reach(4.2e5, offset=80, head_dim=8).ok  # two significant figures
     assert not nb09.check_base_for_reach(3e5, offset=80, head_dim=8).message.startswith("Close")
+
+
+@pytest.mark.parametrize(
+    "check, answer, kwargs, hints, answer_text",
+    [
+        # Ex 1: 15 is also the log part rounded up (4 + ⌈2.32⌉ + 8): both slips named
+        (nb09.check_t5_bucket, 15, {}, ["Rounded up", "logarithmic buckets only"], ["14"]),
+        # Ex 1: T5's default max_distance 128 kept (13), T5's default formula kept as written (8 + ⌊…⌋ + 8 = 18)
+        (nb09.check_t5_bucket, 13, {}, ["max_distance 128", "max_distance is 64"], ["14"]),
+        (nb09.check_t5_bucket, 18, {}, ["default formula", "4 of them exact"], ["14"]),
+        # Ex 2: a right share at one decimal (0.2, within 0.005 of the d ≥ 13 share 0.197), a wrong percentage
+        (nb09.check_alibi_far_share, 0.2, {}, ["two decimals"], [f"{_EX2_WANT:.2f}"]),
+        (nb09.check_alibi_far_share, 79.3, {}, ["percentage"], [f"{_EX2_WANT:.2f}"]),
+        # Ex 3: 648 = (80/π)² is pair 2's base and also d = 4 (the pairs or heads taken for head_dim)
+        (nb09.check_base_for_reach, 648, {"offset": 80, "head_dim": 8}, ["pair 2", "d = 4"], [f"{_EX3_WANT:.2g}"]),
+        (nb09.check_rotary_reach, math.pi * 2e5**0.5, {"base": 2e5, "head_dim": 8}, ["pair 2", "d = 4"], ["67"]),
+    ],
+)
+def test_slips_named_by_review_4_get_every_cause(check, answer, kwargs, hints, answer_text):
+    feedback = check(answer, **kwargs)
+    assert not feedback.ok and all(hint in feedback.message for hint in hints), feedback.message
+    assert not any(text in feedback.message for text in answer_text)  # the hint does not give the answer away
+
+
+@pytest.mark.parametrize("answer", [4.3e5, 4.4e5, 4.5e5, float(f"{(80 / 3.1) ** 4:.2g}")])
+def test_base_for_reach_close_hint_asks_two_figures_only_of_other_answers(answer):
+    """Review 4: a wrong answer given with two significant figures was told to give two significant figures."""
+    feedback = nb09.check_base_for_reach(answer, offset=80, head_dim=8)
+    assert not feedback.ok and "Close" in feedback.message and "two significant" not in feedback.message
+    for other in (4e5, 4.35e5):  # one figure, or three: told to give two or more, with more digits on the way
+        assert "two significant" in nb09.check_base_for_reach(other, offset=80, head_dim=8).message

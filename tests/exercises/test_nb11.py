@@ -359,3 +359,28 @@ def test_mla_scores_transposed_scores_are_named():
 
     for fn in (rope_transposed, all_transposed):
         assert "transposed" in check_mla_scores(fn).message
+
+
+# --------------------------------------------------------------------------- review 5
+
+
+def test_image_text_ids_batch_dimension_names_the_students_own_shape():
+    """A batch-first [1, 3, 12] answer is not told it is [3, 1, seq]: the message names the shape it has."""
+    right = mrope_position_ids(IMAGE_TEXT["segments"], spatial_merge_size=2)
+    seq = right.shape[1]
+    for form in (right[None], right[None].tolist(), right[None].numpy()):
+        message = check_image_text_ids(form).message
+        assert f"[1, 3, {seq}]" in message and "[3, 1," not in message, type(form)
+    for form in (right[:, None, :], right[:, None, :].tolist(), list(right[:, None, :].numpy())):
+        message = check_image_text_ids(form).message
+        assert f"[3, 1, {seq}]" in message and "[1, 3," not in message, type(form)
+
+
+def test_mla_scores_rotate_both_hint_is_qualified():
+    """The single-M_n claim holds for weights in general position only (8 copies of one head: an M_n exists)."""
+
+    def both_turned(q_nope, q_rope, latent, k_rope, w_uk, positions):
+        nope = apply_rope(q_nope @ w_uk, positions) @ apply_rope(latent, positions).mT
+        return nope + apply_rope(q_rope, positions) @ apply_rope(k_rope, positions).mT
+
+    assert "for weights in general position" in check_mla_scores(both_turned).message

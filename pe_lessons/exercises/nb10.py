@@ -190,7 +190,8 @@ def check_ntk_base(scale: object, new_base: object) -> Feedback:
     ``target_len``, and its NTK-aware base.
 
     ``s`` is accepted to two decimals; the base to 0.1 %, or as the NTK base of the ``s`` given (the task asks
-    for it to the nearest whole number; within 0.5 % the hint asks for more digits).
+    for it to the nearest whole number; within 0.5 % the hint asks for more digits only for a base of at most four
+    significant figures, and otherwise points at the exponent).
     """
     if is_placeholder(scale) or is_placeholder(new_base):
         return not_done()
@@ -249,7 +250,14 @@ def check_ntk_base(scale: object, new_base: object) -> Feedback:
     if abs(b - base * s ** ((d - 2) / d)) <= 1e-3 * base * s:
         return failed("The exponent is upside down: solve the slowest pair's condition for base' again.")
     if abs(b - want) <= 5e-3 * want:
-        return failed(f"s is right, and the base {b:g} is close: give it to the nearest whole number (more digits).")
+        if float(f"{b:.4g}") == b:  # a round number, e.g. 188000 or 1.88e5: the right base, cut short
+            return failed(
+                f"s is right, and the base {b:g} is close: give it to the nearest whole number (more digits)."
+            )
+        return failed(
+            f"s is right, and the base {b:g} is close but not the NTK base of that s, and rounding is not "
+            "the cause. Check the exponent of s in section 3's NTK-aware base."
+        )
     return failed(f"s is right; the base is not {b:g}. Use section 3's NTK-aware base for that s.")
 
 
@@ -396,7 +404,12 @@ def check_stretch_ratio(answer: object) -> Feedback:
     if value.is_integer() and stretch < value < len(rho):  # above every pair's ρ (none exceeds n/L)
         return failed(f"{value:g} looks like a pair index: give ρ, the ratio of angles, not the pair it is on.")
     if abs(value - want) <= 0.05:
-        return failed(f"{value:g} is close, but not within two decimals of ρ: give more digits.")
+        if round(value, 1) == value:  # e.g. 5.3: the answer rounded to one decimal
+            return failed(f"{value:g} is close, but not within two decimals of ρ: give more digits.")
+        return failed(
+            f"{value:g} is close, but not ρ: check the blend weight (L/λ_j − low_freq_factor)/(high_freq_factor − "
+            "low_freq_factor) of the pair with the largest ρ."
+        )
     return failed(
         f"Not {value:g}. Compute ρ_j = n·θ'_j / (L·θ_j) for every pair that never turns and take the largest."
     )

@@ -92,6 +92,13 @@ def test_ntk_base_is_the_smallest_factor_with_no_pair_out_of_range():
         feedback = check_ntk_base(round(s, 2), rounded)
         assert not feedback.ok and "close" in feedback.message and "nearest whole" in feedback.message, rounded
         assert "188343" not in feedback.message and "section 3" not in feedback.message
+    # a wrong exponent, (d+2)/d instead of d/(d-2), lands 0.11 % off (188136): close, but more digits cannot fix it
+    wrong_exponent = NTK_BASE["base"] * round(s, 2) ** ((d + 2) / d)
+    assert abs(wrong_exponent - 188136) < 2 and 1e-3 < abs(wrong_exponent / exact - 1) < 5e-3
+    for given in (wrong_exponent, round(wrong_exponent)):
+        feedback = check_ntk_base(round(s, 2), given)
+        assert not feedback.ok and "exponent" in feedback.message and "more digits" not in feedback.message, given
+        assert "188343" not in feedback.message and "d/(d-2)" not in feedback.message
     # the old exercise's answer (s = n/L and its base) is now wrong, with a hint that does not give s away
     stretch = NTK_BASE["target_len"] / NTK_BASE["train_len"]
     feedback = check_ntk_base(stretch, NTK_BASE["base"] * stretch ** (d / (d - 2)))
@@ -205,6 +212,21 @@ def test_stretch_ratio_slips_get_true_hints():
         assert "pair index" in check_stretch_ratio(value).message
     for value in (round(right, 1), 5.28):
         assert "close" in check_stretch_ratio(value).message
+
+
+def test_stretch_ratio_asks_for_more_digits_only_of_a_rounded_answer():
+    # two decimals are enough (the task says so): "give more digits" is true only of the answer rounded to one
+    # decimal, 5.3; a value off by more than the tolerance at two or three decimals is a wrong value, and printing
+    # more of its digits would not help
+    rho, never, _ = _stretch_rho()
+    right = rho[never].max().item()
+    assert round(right, 1) == 5.3 and not check_stretch_ratio(5.3).ok
+    assert "more digits" in check_stretch_ratio(5.3).message
+    for value in (5.28, 5.277, 5.2801, 5.25, 5.255):
+        feedback = check_stretch_ratio(value)
+        assert not feedback.ok and "close" in feedback.message, value
+        assert "more digits" not in feedback.message and "blend weight" in feedback.message, (value, feedback.message)
+        assert f"{right:.3f}" not in feedback.message
 
 
 def test_stretch_ratio_is_not_the_full_factor_ratio():

@@ -430,12 +430,6 @@ def _classmate_table(max_len: int, d_model: int, base: float = 10000.0) -> torch
     return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1).float()
 
 
-def _one_rounding(max_len: int, d_model: int) -> float:
-    """One float32 rounding (2^-24 relative) of the largest ω_i below 1 (ω_1), times the last position: the error of
-    the largest angle whose ω was rounded once. No derivation of the classmate's error gives less."""
-    return (max_len - 1) * inverse_frequencies(d_model)[1:].max().item() * 2**-24
-
-
 def _derived_bound(max_len: int, d_model: int, base: float = 10000.0) -> float:
     """The bound for the classmate's line as written, ``1 / base ** (torch.arange(0, d_model, 2) / d_model)``: float32
     operations, each correctly rounded (at most 2^-24 relative). The pow and the reciprocal round ω by up to 2^-24
@@ -448,15 +442,41 @@ def _derived_bound(max_len: int, d_model: int, base: float = 10000.0) -> float:
     return ((max_len - 1) * inverse_frequencies(d_model, base) * relative)[1:].max().item()
 
 
+def _half_spacing(x32: torch.Tensor) -> torch.Tensor:
+    """Half the float32 spacing at each (positive) float32 value, 2^(⌊log2 x⌋ − 24), relative to the value."""
+    _, exponent = torch.frexp(x32.double())  # x = m·2^e with m in [1/2, 1): ⌊log2 x⌋ = e − 1
+    return torch.ldexp(torch.ones_like(x32, dtype=torch.float64), exponent - 25) / x32.double()
+
+
+def _sharp_bounds(max_len: int, d_model: int, base: float = 10000.0) -> tuple[float, float]:
+    """(sharpest bound, smallest one-operation bound) the notebook's spacing rule gives for the classmate's line.
+
+    Per operation, half the float32 spacing at its result divided by that result (below 2^-24 except at the bottom of
+    a binade): at d_model = 16, pair 1, the pow's 3.16 gives 0.63·2^-24 and the reciprocal's 0.316 gives 0.79·2^-24,
+    so 1.42·2^-24 × 22 136 rad = 1.88e-3 for both (the exponent's rounding added as in :func:`_derived_bound`), and
+    0.63·2^-24 × 22 136 rad = 8.3e-4 for the smaller operation alone. Valid for correctly rounded operations."""
+    exponent = torch.arange(0, d_model, 2, dtype=torch.float64) / d_model
+    exponent32 = torch.arange(0, d_model, 2) / d_model
+    delta = (exponent32.double() - exponent).abs()
+    powered = (base ** exponent32.double()).float()  # the pow's float32 result (correctly rounded)
+    omega32 = (1 / powered.double()).float()  # the reciprocal's
+    angle = (max_len - 1) * inverse_frequencies(d_model, base)
+    pow_only, reciprocal_only = angle * _half_spacing(powered), angle * _half_spacing(omega32)
+    sharp = (angle * math.log(base) * delta + pow_only + reciprocal_only)[1:].max().item()
+    return sharp, min(pow_only[1:].max().item(), reciprocal_only[1:].max().item())
+
+
 def _prediction_problem(predicted_error: object, max_len: int, d_model: int) -> tuple[Feedback | None, str]:
     """(feedback or None, a sentence on the prediction) for ``predicted_error``, a bound on the classmate's error.
 
-    Accepted: a bound between 0.95 and 8 times :func:`_derived_bound` (the code as written: at d_model = 16 two
-    roundings of ω_1, pow then 1/x, at the last position; three roundings, a 1-ulp pow, or ω ≤ 1 with float32's step
-    near 1 stay inside), or the measured error itself (within -5 % / +10 %: a student who computed the float32 ω).
-    Rejected: anything below the measured error (not a bound); below one rounding of ω_1 (:func:`_one_rounding`: no
-    derivation gives it); between one rounding and the bound ("how many float32 operations make that number?"); or
-    looser than 8 times the bound.
+    Accepted: a bound from 0.95 times the sharpest the spacing rule gives (:func:`_sharp_bounds`: half the spacing at
+    each operation's result, 1.88e-3 at d_model = 16; half the spacing near ω twice, 2.09e-3) up to 8 times
+    :func:`_derived_bound` (2^-24 per operation: at d_model = 16 two roundings of ω_1, pow then 1/x, at the last
+    position; three roundings, a 1-ulp pow, or ω ≤ 1 with float32's step near 1 stay inside), and at least the
+    measured error; or the measured error itself (within -5 % / +10 %: a student who computed the float32 ω).
+    Rejected: anything below the measured error (not a bound); below the smallest one-operation bound (no derivation
+    gives it); between that and the sharp bound ("a second float32 operation rounds it too": one operation's
+    rounding, 2^-24 or half a spacing); or looser than 8 times the bound.
     """
     label = f"classmate_table({max_len}, {d_model})"
     if is_placeholder(predicted_error):
@@ -475,7 +495,8 @@ def _prediction_problem(predicted_error: object, max_len: int, d_model: int) -> 
         return failed(f"predicted_error = {value!r}: an error is a positive number (the largest |table − exact|)."), ""
     classmate = _classmate_table(max_len, d_model).double()
     measured = (classmate - sinusoidal_table(max_len, d_model, dtype=torch.float64)).abs().max().item()
-    one, bound = _one_rounding(max_len, d_model), _derived_bound(max_len, d_model)
+    bound = _derived_bound(max_len, d_model)
+    sharp, one = _sharp_bounds(max_len, d_model)
     if value <= 5e-7:
         return failed(
             f"predicted_error = {value:.2g}: you expect the classmate's table to keep the promise (5e-7). Look again "
@@ -496,17 +517,15 @@ def _prediction_problem(predicted_error: object, max_len: int, d_model: int) -> 
     order = 10 ** math.floor(math.log10(measured))  # the measured value depends on the CPU's float32 pow: its size only
     rule = "each float32 operation that makes the number the angles scale rounds it by up to 2^-24 relative"
     if measured <= bound:
-        share = measured / bound
         how = (
-            "nearly cancelled; with another pow they may not"
-            if share < 0.25
-            else "partly cancelled; with another pow they may not"
-            if share < 0.5
-            else "added up to most of it"
+            "the actual roundings were small (the pow and the division landed close to the exact values; a pow that "
+            "rounds the other way gives more)"
+            if measured < 0.5 * bound
+            else "the roundings of its float32 number added up to most of it"
         )
         why = (
             f"The classmate's table is off by something of order {order:.0e}, below {bound:.2g}, the bound for the "
-            f"code as written ({rule}): here the roundings of its float32 number {how}."
+            f"code as written ({rule}): it is below because {how}."
         )
     else:  # a pow that is not correctly rounded (off by more than half a step) rounds by more than 2^-24
         why = (
@@ -515,6 +534,12 @@ def _prediction_problem(predicted_error: object, max_len: int, d_model: int) -> 
         )
     if value >= 0.95 * bound:
         return None, f"Prediction {value:.2g}: a sound bound{', if loose' if value > 2 * bound else ''}. {why}"
+    if value >= 0.95 * sharp:
+        return None, (
+            f"Prediction {value:.2g}: a sound bound for correctly rounded operations, sharper than 2^-24 per "
+            "operation (half a float32 spacing is below 2^-24 relative except at the bottom of a binade; a pow "
+            f"off by one float32 step could give more). {why}"
+        )
     if value <= 1.1 * measured:
         return None, (
             f"Prediction {value:.2g}: close to the measured error itself — did you compute the float32 number? A "
@@ -526,10 +551,9 @@ def _prediction_problem(predicted_error: object, max_len: int, d_model: int) -> 
             "float32 number be relatively, and which pair's angle at the last position does that scale the most?"
         ), ""
     return failed(
-        f"predicted_error = {value:.2g} covers one float32 rounding (2^-24 relative) of the largest angle at the last "
-        "position, perhaps a little more, but not every rounding the code can make: the number that angle is made "
-        "from comes out of more than one float32 operation. How many float32 operations make that number, and how "
-        "far can each one move it?"
+        f"predicted_error = {value:.2g} covers one float32 rounding of the largest angle at the last position, perhaps "
+        "a little more, but not every rounding the code can make: a second float32 operation rounds the number that "
+        "angle is made from too. How many float32 operations make that number, and how far can each one move it?"
     ), ""
 
 

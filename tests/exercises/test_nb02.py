@@ -107,7 +107,10 @@ def test_cell_18_copied_unchanged_fails_until_the_error_is_predicted():
         (4.5e-4, "smaller than what a derivation gives"),  # a third of one rounding: "a sound bound" in review 4
         (5e-4, "smaller than what a derivation gives"),
         (ONE, "How many float32 operations make that number"),  # one rounding: "sound" in review 4, not a bound
-        (1.5 * ONE, "How many float32 operations make that number"),
+        (1.2 * ONE, "How many float32 operations make that number"),
+        # review 5: half a spacing at ω, once (69 999·2^-26 = 1.04e-3): "smaller than what a derivation gives" before
+        (69999 * 2**-26, "a second float32 operation rounds"),
+        (0.79 * 2**-24 * 69999 * 10000 ** (-2 / 16), "a second float32 operation rounds"),  # the reciprocal's, once
         (3e-2, "8 times looser"),
         (0.5, "8 times looser"),
         (-1e-3, "positive"),
@@ -130,6 +133,7 @@ def test_a_derived_bound_is_confirmed_with_the_measured_error_and_why_it_is_smal
     assert f"{measured:.2g}" not in feedback.message  # the float32 pow's own digits are not printed (review 4)
     assert "ω" not in feedback.message and "omega" not in feedback.message  # the line is not named
     assert "the right size" not in feedback.message
+    assert "cancelled" not in feedback.message and "the actual roundings were small" in feedback.message  # review 5
     for value in (
         2 * ONE,  # two roundings (pow, then 1/x): the solution's bound
         3 * ONE,  # three (a 1-ulp pow, or the division counted too)
@@ -144,6 +148,24 @@ def test_a_derived_bound_is_confirmed_with_the_measured_error_and_why_it_is_smal
         assert ex.check_precision_fix(value, torch.float32, fixed_table).ok, value
     for value in (measured / 2, measured / 9, ONE / 4, ONE, 20 * ONE):  # below the error or a derivation, too loose
         assert not ex.check_precision_fix(value, torch.float32, fixed_table).ok, value
+
+
+@pytest.mark.parametrize(
+    "prediction",
+    [
+        (0.6325 + 0.7906)
+        * 2**-24
+        * 69999
+        * 10000 ** (-2 / 16),  # 1.88e-3: pow 3.16 (0.63·2^-24), 1/x 0.316 (0.79·2^-24)
+        69999 * 2 * 2**-26,  # 2.09e-3: half a spacing near ω, twice
+    ],
+)
+def test_the_spacing_rule_per_operation_is_a_sound_bound(prediction):
+    # review 5: cell 13's spacing rule, applied to each of the two operations, gives bounds sharper than 2·2^-24
+    # (valid for correctly rounded operations); both were told "how many float32 operations make that number?"
+    feedback = ex.check_precision_fix(prediction, torch.float32, fixed_table)
+    assert feedback.ok and "a sound bound for correctly rounded operations" in feedback.message, feedback
+    assert "cancelled" not in feedback.message
 
 
 def test_the_prediction_messages_agree_with_each_other_where_omega_rounds_badly():

@@ -78,8 +78,9 @@ def check_t5_bucket(answer: object, offset: int = 20, *, num_buckets: int = 16, 
         spread = side + min(exact + math.floor(spread_over_side), half - 1)
         if value in rounded and value == spread:
             return failed(
-                "Rounded up, or spread over all the buckets of a side? T5 rounds the logarithmic part down, and "
-                "spreads it over the side's logarithmic buckets only: how many does each side have with these numbers?"
+                "Rounded up, spread over all the buckets of a side, or a slip in the denominator "
+                f"ln(max_distance/{exact})? T5 rounds the logarithmic part down, and spreads it over the side's "
+                "logarithmic buckets only: how many does each side have with these numbers?"
             )
         if value in rounded:
             return failed("Close: T5 rounds the logarithmic part down, not up or to the nearest integer.")
@@ -107,7 +108,8 @@ def check_t5_bucket(answer: object, offset: int = 20, *, num_buckets: int = 16, 
             default_reach = math.log(distance / exact) / math.log(128 / exact) * (half - exact)
             if value == side + min(exact + math.floor(default_reach), half - 1) != want:
                 return failed(
-                    f"That uses T5's default max_distance 128; with these numbers max_distance is {max_distance}."
+                    f"Check the denominator, ln(max_distance/{exact}): T5's default max_distance 128, or a "
+                    f"missing /{exact}? With these numbers max_distance is {max_distance}."
                 )
     if not 0 <= value < num_buckets:
         return failed(f"There are only {num_buckets} buckets (0 … {num_buckets - 1}); {value} is not one of them.")
@@ -213,10 +215,11 @@ def check_alibi_far_share(
             f"{head}, and the last one if the slopes are sorted. {n_heads} is not a power of two, and the slopes "
             f"go in head order as the paper's code assigns them: which slope is head {head}'s?"
         )
-    if 1 < value <= 100:
-        return failed("That looks like a percentage: give the share as a number between 0 and 1.")
     one_decimal = round(want, 1)
-    if value == one_decimal and abs(value - want) > 0.005:  # a right share rounded to one decimal, or a slip's
+    # float32 (a NumPy scalar or a 0-d tensor) stores 0.2 as 0.2000000029...: compare with a tolerance
+    if (
+        math.isclose(value, one_decimal, abs_tol=1e-6) and abs(value - want) > 0.005
+    ):  # a right share rounded to one decimal, or a slip's
         return failed(
             "Give two decimals: one decimal is too coarse to check. (If two decimals give this number too, check "
             f"whether the key exactly {far} back is in your share, and which slope is head {head}'s.)"
@@ -252,6 +255,16 @@ def check_alibi_far_share(
                 f"paper's code starts from the largest power of two at most {n_heads}: which slopes does it add?",
             )
         )
+    if 1 < value <= 100 and any(abs(value / 100 - share) <= 0.005 for share in [want, *(w for w, _ in hints)]):
+        return failed("That looks like a percentage: give the share as a number between 0 and 1.")
+    unnormalised = sum(math.exp(-slope * d) for d in range(far, seq_len))
+    if abs(value - unnormalised) <= 0.005:  # the far keys' weights exp(-m·d), never divided by their sum
+        return failed(
+            f"A share is between 0 and 1: that adds up the far keys' weights exp(-m·d) without normalising. "
+            f"Divide by the weights of all {seq_len} keys."
+        )
+    if value > 1:
+        return failed(f"A share is between 0 and 1: did you normalise over all {seq_len} keys?")
     for wrong, hint in hints:
         if abs(value - wrong) <= 0.005:
             return failed(hint)

@@ -252,9 +252,9 @@ def test_base_for_reach_close_hint_only_near_the_answer():
     "check, answer, kwargs, hints, answer_text",
     [
         # Ex 1: 15 is also the log part rounded up (4 + ⌈2.32⌉ + 8): both slips named
-        (nb09.check_t5_bucket, 15, {}, ["Rounded up", "logarithmic buckets only"], ["14"]),
+        (nb09.check_t5_bucket, 15, {}, ["Rounded up", "logarithmic buckets only", "denominator"], ["14"]),
         # Ex 1: T5's default max_distance 128 kept (13), T5's default formula kept as written (8 + ⌊…⌋ + 8 = 18)
-        (nb09.check_t5_bucket, 13, {}, ["max_distance 128", "max_distance is 64"], ["14"]),
+        (nb09.check_t5_bucket, 13, {}, ["max_distance 128", "max_distance is 64", "denominator"], ["14"]),
         (nb09.check_t5_bucket, 18, {}, ["default formula", "4 of them exact"], ["14"]),
         # Ex 2: a right share at one decimal (0.2, within 0.005 of the d ≥ 13 share 0.197), a wrong percentage
         (nb09.check_alibi_far_share, 0.2, {}, ["two decimals"], [f"{_EX2_WANT:.2f}"]),
@@ -277,3 +277,24 @@ def test_base_for_reach_close_hint_asks_two_figures_only_of_other_answers(answer
     assert not feedback.ok and "Close" in feedback.message and "two significant" not in feedback.message
     for other in (4e5, 4.35e5):  # one figure, or three: told to give two or more, with more digits on the way
         assert "two significant" in nb09.check_base_for_reach(other, offset=80, head_dim=8).message
+
+
+@pytest.mark.parametrize("answer", [np.float32(0.2), torch.tensor(0.2), 0.2])
+def test_alibi_far_share_one_decimal_in_float32(answer):
+    """Review 5: float32 0.2 (a NumPy scalar or a 0-d tensor) missed the '==' test and got the d > 12 slip's hint."""
+    message = nb09.check_alibi_far_share(answer).message
+    assert "two decimals" in message and f"{_EX2_WANT:.2f}" not in message, message
+
+
+def test_alibi_far_share_percentage_only_for_percentages():
+    """Review 5: any value in (1, 100] was called a percentage, e.g. the far weights never normalised (1.90)."""
+    slope = alibi_slopes(6).tolist()[5]
+    unnormalised = sum(math.exp(-slope * d) for d in range(12, 64))
+    assert 1.85 < unnormalised < 1.95  # the slip the review names
+    message = nb09.check_alibi_far_share(round(unnormalised, 2)).message
+    assert "percentage" not in message and "without normalising" in message, message
+    for other in (1.5, 12, 52):  # a share above 1 that is no percentage of a known share
+        message = nb09.check_alibi_far_share(other).message
+        assert "percentage" not in message and "normalise over all 64 keys" in message, message
+    for percent in (round(100 * _EX2_WANT, 1), round(100 * (1 - _EX2_WANT), 1)):  # the answer, or a slip, in %
+        assert "percentage" in nb09.check_alibi_far_share(percent).message

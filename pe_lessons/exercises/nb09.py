@@ -76,11 +76,31 @@ def check_t5_bucket(answer: object, offset: int = 20, *, num_buckets: int = 16, 
         # a slip of T5's defaults: the log part multiplied by the buckets per side instead of the logarithmic ones
         spread_over_side = math.log(distance / exact) / math.log(max_distance / exact) * half
         spread = side + min(exact + math.floor(spread_over_side), half - 1)
-        if value in rounded and value == spread:
+        # a slip in the numerator: ln(d) instead of ln(d/exact) (Ex 1: 4 + ⌊4.32⌋, capped at 7, + 8 = 15)
+        numerator = side + min(
+            exact + math.floor(math.log(distance) / math.log(max_distance / exact) * (half - exact)), half - 1
+        )
+        if value != want and (value in rounded) + (value == spread) + (value == numerator) >= 2:
+            causes = [
+                cause
+                for cause, hit in [
+                    ("rounded up", value in rounded),
+                    ("spread over all the buckets of a side", value == spread),
+                    (f"a slip in the logarithm (ln(d) instead of ln(d/{exact}))", value == numerator),
+                ]
+                if hit
+            ]
+            listed = (", ".join(causes[:-1]) + ("," if len(causes) > 2 else "")) + f" or {causes[-1]}"
             return failed(
-                "Rounded up, spread over all the buckets of a side, or a slip in the denominator "
-                f"ln(max_distance/{exact})? T5 rounds the logarithmic part down, and spreads it over the side's "
-                "logarithmic buckets only: how many does each side have with these numbers?"
+                f"{listed[0].upper()}{listed[1:]}? Several slips give this bucket. The "
+                f"logarithm is ln(d/{exact}) / ln(max_distance/{exact}): d/{exact} in the numerator, not d, and "
+                f"max_distance/{exact} in the denominator. T5 rounds the logarithmic part down, and spreads it over "
+                "the side's logarithmic buckets only: how many does each side have with these numbers?"
+            )
+        if value == numerator != want:
+            return failed(
+                f"Check the numerator: the logarithm is ln(d/{exact}) / ln(max_distance/{exact}), of the distance "
+                f"over the {exact} exact ones, not ln(d)."
             )
         if value in rounded:
             return failed("Close: T5 rounds the logarithmic part down, not up or to the nearest integer.")
@@ -215,15 +235,6 @@ def check_alibi_far_share(
             f"{head}, and the last one if the slopes are sorted. {n_heads} is not a power of two, and the slopes "
             f"go in head order as the paper's code assigns them: which slope is head {head}'s?"
         )
-    one_decimal = round(want, 1)
-    # float32 (a NumPy scalar or a 0-d tensor) stores 0.2 as 0.2000000029...: compare with a tolerance
-    if (
-        math.isclose(value, one_decimal, abs_tol=1e-6) and abs(value - want) > 0.005
-    ):  # a right share rounded to one decimal, or a slip's
-        return failed(
-            "Give two decimals: one decimal is too coarse to check. (If two decimals give this number too, check "
-            f"whether the key exactly {far} back is in your share, and which slope is head {head}'s.)"
-        )
     hints = [
         ((seq_len - far) / seq_len, "That is the share of a head with no bias (uniform weights). The bias tilts it."),
         (alibi_far_share(naive, seq_len, far), naive_hint),
@@ -255,6 +266,15 @@ def check_alibi_far_share(
                 f"paper's code starts from the largest power of two at most {n_heads}: which slopes does it add?",
             )
         )
+    # the right share rounded to one decimal (0.2), or a listed slip's share within 0.01 of one decimal (0.8 for
+    # the naive head's 0.793; not 0.5 for 0.463). float32 (a NumPy scalar or a 0-d tensor) stores 0.2 as
+    # 0.2000000029...: compare with a tolerance
+    one_decimals = {round(want, 1)} | {round(w, 1) for w, _ in hints if abs(w - round(w, 1)) <= 0.01} - {0.0}
+    if any(math.isclose(value, d, abs_tol=1e-6) for d in one_decimals) and abs(value - want) > 0.005:
+        return failed(
+            "Give two decimals: one decimal is too coarse to check. (If two decimals give this number too, check "
+            f"whether the key exactly {far} back is in your share, and which slope is head {head}'s.)"
+        )
     if 1 < value <= 100 and any(abs(value / 100 - share) <= 0.005 for share in [want, *(w for w, _ in hints)]):
         return failed("That looks like a percentage: give the share as a number between 0 and 1.")
     unnormalised = sum(math.exp(-slope * d) for d in range(far, seq_len))
@@ -263,6 +283,8 @@ def check_alibi_far_share(
             f"A share is between 0 and 1: that adds up the far keys' weights exp(-m·d) without normalising. "
             f"Divide by the weights of all {seq_len} keys."
         )
+    if value > 1 and any(abs(value / 10 - share) <= 0.005 for share in [want, *(w for w, _ in hints)]):
+        return failed("A share is between 0 and 1: check the decimal point.")
     if value > 1:
         return failed(f"A share is between 0 and 1: did you normalise over all {seq_len} keys?")
     for wrong, hint in hints:

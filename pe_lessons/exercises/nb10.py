@@ -378,11 +378,12 @@ def check_stretch_ratio(answer: object) -> Feedback:
     close = lambda target: abs(value - target) <= 0.005 + 1e-3 * abs(target)  # noqa: E731
     if close(want):
         blended = int((never & (rho > stretch / s + 1e-9)).sum())
+        critical = int(never.nonzero()[0]) + int(rho[never].argmax())
         return passed(
             f"ρ ≈ {want:.2f}, above (n/L)/s = {stretch / s:g}: with low_freq_factor {p['low_freq_factor']:g} the rule "
             f"divides by the full factor only the wavelengths above L/{p['low_freq_factor']:g}; {blended} pairs that "
-            "never turn are blended, slowed by less than s, and the critical pair, slowed least of them, meets the "
-            "largest angles."
+            f"never turn are blended, slowed by less than s, and the critical pair (pair {critical}), slowed least of "
+            "them, meets the largest angles."
         )
     if close(stretch):
         return failed(
@@ -403,9 +404,10 @@ def check_stretch_ratio(answer: object) -> Feedback:
         )
     if value.is_integer() and stretch < value < len(rho):  # above every pair's ρ (none exceeds n/L)
         return failed(f"{value:g} looks like a pair index: give ρ, the ratio of angles, not the pair it is on.")
+    one_decimal = abs(value - round(value, 1)) < 1e-6  # float32's 5.2 is 5.1999998
+    if one_decimal and abs(value - want) < 0.1:  # 5.3 or 5.2: the answer rounded or cut to one decimal
+        return failed(f"{value:g} is close, but not within two decimals of ρ: give more digits.")
     if abs(value - want) <= 0.05:
-        if round(value, 1) == value:  # e.g. 5.3: the answer rounded to one decimal
-            return failed(f"{value:g} is close, but not within two decimals of ρ: give more digits.")
         return failed(
             f"{value:g} is close, but not ρ: check the blend weight (L/λ_j − low_freq_factor)/(high_freq_factor − "
             "low_freq_factor) of the pair with the largest ρ."

@@ -298,3 +298,32 @@ def test_alibi_far_share_percentage_only_for_percentages():
         assert "percentage" not in message and "normalise over all 64 keys" in message, message
     for percent in (round(100 * _EX2_WANT, 1), round(100 * (1 - _EX2_WANT), 1)):  # the answer, or a slip, in %
         assert "percentage" in nb09.check_alibi_far_share(percent).message
+
+
+def test_t5_bucket_numerator_slip_is_named():
+    """Review 6: 15 is also ln(d) for ln(d/4) in the numerator (4 + ⌊4.32⌋, capped at 7, + 8); its hint named
+    only the denominator. A slip in the numerator alone, at another offset, gets its own hint."""
+    slip = 8 + min(4 + math.floor(math.log(20) / math.log(16) * 4), 7)
+    assert slip == 15
+    message = nb09.check_t5_bucket(slip).message
+    assert "ln(d/4)" in message and "numerator" in message and "14" not in message, message
+    # offset −9 (a key before the query): 4 + ⌊ln 9 / ln 16 · 4⌋ = 7, where ln(9/4) gives 4 + 1 = 5
+    alone = nb09.check_t5_bucket(4 + math.floor(math.log(9) / math.log(16) * 4), offset=-9)
+    assert not alone.ok and "numerator" in alone.message and "ln(d/4)" in alone.message, alone.message
+
+
+@pytest.mark.parametrize("answer", [2.2, 2.23, np.float32(2.2)])
+def test_alibi_far_share_misplaced_decimal_point(answer):
+    """Review 6: 2.2 (0.22 with the decimal point one place off) was asked whether it normalised over all keys."""
+    message = nb09.check_alibi_far_share(answer).message
+    assert "decimal point" in message and "normalise" not in message and f"{_EX2_WANT:.2f}" not in message, message
+
+
+@pytest.mark.parametrize("answer", [0.8, np.float32(0.8), torch.tensor(0.8)])
+def test_alibi_far_share_slip_at_one_decimal(answer):
+    """Review 6: 0.8, the naive (and flattest) head's 0.793 at one decimal, got only the generic 'Not the share'."""
+    naive = nb09.alibi_far_share(2.0**-8, 64, 12)
+    assert round(naive, 1) == 0.8 and abs(naive - 0.8) > 0.005  # outside the naive hint's own tolerance
+    message = nb09.check_alibi_far_share(answer).message
+    assert "two decimals" in message and f"{_EX2_WANT:.2f}" not in message, message
+    assert "two decimals" not in nb09.check_alibi_far_share(0.5).message  # 0.463 (a slip) is not 0.5 at one decimal

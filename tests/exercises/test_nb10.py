@@ -216,17 +216,31 @@ def test_stretch_ratio_slips_get_true_hints():
 
 def test_stretch_ratio_asks_for_more_digits_only_of_a_rounded_answer():
     # two decimals are enough (the task says so): "give more digits" is true only of the answer rounded to one
-    # decimal, 5.3; a value off by more than the tolerance at two or three decimals is a wrong value, and printing
-    # more of its digits would not help
+    # decimal, 5.3, or cut to one decimal, 5.2; a value off by more than the tolerance at two or three decimals is
+    # a wrong value, and printing more of its digits would not help
     rho, never, _ = _stretch_rho()
     right = rho[never].max().item()
-    assert round(right, 1) == 5.3 and not check_stretch_ratio(5.3).ok
-    assert "more digits" in check_stretch_ratio(5.3).message
+    assert round(right, 1) == 5.3 and math.floor(right * 10) / 10 == 5.2
+    for value in (5.3, 5.2, np.float32(5.2), torch.tensor(5.2)):
+        feedback = check_stretch_ratio(value)
+        assert not feedback.ok and "more digits" in feedback.message, (value, feedback.message)
+        assert f"{right:.2f}" not in feedback.message
+    for value in (5.1, 5.4):  # one decimal, but not the answer rounded or cut
+        assert "more digits" not in check_stretch_ratio(value).message, value
     for value in (5.28, 5.277, 5.2801, 5.25, 5.255):
         feedback = check_stretch_ratio(value)
         assert not feedback.ok and "close" in feedback.message, value
         assert "more digits" not in feedback.message and "blend weight" in feedback.message, (value, feedback.message)
         assert f"{right:.3f}" not in feedback.message
+
+
+def test_stretch_ratio_success_names_the_pair():
+    # the task asks on which pair the largest ρ lies and says the checker's message names it
+    rho, never, _ = _stretch_rho()
+    pair = int(never.nonzero()[0]) + int(rho[never].argmax())
+    assert pair == 46
+    feedback = check_stretch_ratio(round(rho[never].max().item(), 2))
+    assert feedback.ok and "(pair 46)" in feedback.message, feedback.message
 
 
 def test_stretch_ratio_is_not_the_full_factor_ratio():

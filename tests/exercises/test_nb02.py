@@ -106,11 +106,11 @@ def test_cell_18_copied_unchanged_fails_until_the_error_is_predicted():
         (2.5e-4, "smaller than what a derivation gives"),  # above the error, but no derivation gives it
         (4.5e-4, "smaller than what a derivation gives"),  # a third of one rounding: "a sound bound" in review 4
         (5e-4, "smaller than what a derivation gives"),
-        (ONE, "How many float32 operations make that number"),  # one rounding: "sound" in review 4, not a bound
-        (1.2 * ONE, "How many float32 operations make that number"),
+        (ONE, "more than one float32 operation"),  # one rounding: "sound" in review 4, not a bound
+        (1.2 * ONE, "more than one float32 operation"),
         # review 5: half a spacing at ω, once (69 999·2^-26 = 1.04e-3): "smaller than what a derivation gives" before
-        (69999 * 2**-26, "a second float32 operation rounds"),
-        (0.79 * 2**-24 * 69999 * 10000 ** (-2 / 16), "a second float32 operation rounds"),  # the reciprocal's, once
+        (69999 * 2**-26, "more than one float32 operation"),
+        (0.79 * 2**-24 * 69999 * 10000 ** (-2 / 16), "more than one float32 operation"),  # the reciprocal's, once
         (3e-2, "8 times looser"),
         (0.5, "8 times looser"),
         (-1e-3, "positive"),
@@ -131,7 +131,9 @@ def test_a_derived_bound_is_confirmed_with_the_measured_error_and_why_it_is_smal
     order = 10 ** math.floor(math.log10(measured))
     assert f"off by something of order {order:.0e}, below {2 * ONE:.2g}, the bound" in feedback.message, feedback
     assert f"{measured:.2g}" not in feedback.message  # the float32 pow's own digits are not printed (review 4)
-    assert "ω" not in feedback.message and "omega" not in feedback.message  # the line is not named
+    prediction_said = feedback.message.split("lossy_dtype:")[0]
+    assert "ω" not in prediction_said and "omega" not in prediction_said  # the line is not named before lossy_dtype
+    assert "The code's accounting" in feedback.message  # review 6: after lossy_dtype, the code's own accounting
     assert "the right size" not in feedback.message
     assert "cancelled" not in feedback.message and "the actual roundings were small" in feedback.message  # review 5
     for value in (
@@ -168,6 +170,52 @@ def test_the_spacing_rule_per_operation_is_a_sound_bound(prediction):
     assert "cancelled" not in feedback.message
 
 
+@pytest.mark.parametrize(
+    "prediction",
+    [
+        69999 * 10000 ** (-2 / 16) * 2**-24 + 2**-10,  # review 6: cell 13's angle rounding + one ω rounding: 2.30e-3
+        2.21e-3,  # review 6: one rounding at float32's ~1e-7 relative
+        2e-3,  # review 6: a bare guess
+        69999 * 2**-24,  # review 6: pair 0 rounded once (4.2e-3)
+        2 * ONE,  # 2^-24 per operation, the solution's
+        1.5e-4,  # the measured error
+    ],
+)
+def test_every_passing_prediction_gets_the_codes_accounting(prediction):
+    # review 6: a number cannot tell a right derivation from a wrong one (2.30e-3 is an angle rounding that float64
+    # angles never make plus one of ω's two roundings), so every pass states what the code rounds
+    feedback = ex.check_precision_fix(prediction, torch.float32, fixed_table)
+    assert feedback.ok, feedback
+    for words in (
+        "angles are float64",
+        "nothing rounds the angles",
+        "pair 0's ω is exactly 1",
+        "two float32 operations",
+    ):
+        assert words in feedback.message, (words, feedback)
+    assert "the pow (3.16) and 1/x (0.316)" in feedback.message and "22 136 rad" in feedback.message
+
+
+def test_the_one_operation_hint_does_not_call_it_an_angle_rounding():
+    # review 6: "covers one float32 rounding of the largest angle ... rounds the number that angle is made from too"
+    # sent a student who rounded ω once to add an angle rounding; both roundings are of ω_1
+    feedback = ex.check_precision_fix(ONE, torch.float32, fixed_table)
+    assert not feedback.ok and "of the number the largest angle is made from" in feedback.message, feedback
+    assert "rounding of the largest angle" not in feedback.message and " too" not in feedback.message
+
+
+def test_two_to_the_minus_24_with_rounded_inputs_is_not_called_sharper():
+    # review 6: 2·2^-24 × 0.3 × 69 999 = 2.50e-3 (ω_1 taken as 0.3) is 0.948 × the bound: not a spacing derivation
+    feedback = ex.check_precision_fix(2 * 2**-24 * 0.3 * 69999, torch.float32, fixed_table)
+    assert feedback.ok and "sharper" not in feedback.message and "a sound bound" in feedback.message, feedback
+
+
+def test_a_decimal_prediction_is_a_number():
+    from decimal import Decimal
+
+    assert ex.check_precision_fix(Decimal("0.0026"), torch.float32, fixed_table).ok  # review 6: "got Decimal(…)"
+
+
 def test_the_prediction_messages_agree_with_each_other_where_omega_rounds_badly():
     # review 4: at d_model = 12, ω_1 is off by 1.70·2^-24 (the exponent 1/6 is rounded too), and the checker called the
     # one-rounding prediction "not a bound" while its pass message said "below the bound … a full rounding would give"
@@ -180,7 +228,7 @@ def test_the_prediction_messages_agree_with_each_other_where_omega_rounds_badly(
         return ex.check_precision_fix(value, torch.float32, fixed_table, max_len=max_len, d_model=d)
 
     assert "not a bound" in check(one).message
-    assert "How many float32 operations" in check(2 * one).message and "measured" not in check(2 * one).message
+    assert "more than one float32 operation" in check(2 * one).message and "measured" not in check(2 * one).message
     for value in (3 * one, measured.item()):
         feedback = check(value)
         assert feedback.ok, feedback
@@ -380,7 +428,8 @@ def test_table_function_wants_float32_and_no_loop():
 def test_classmate_feedback_measures_without_naming_the_fix():
     feedback = ex.check_precision_fix(GOOD, torch.float32, exp32_omega_table)
     assert not feedback.ok and "relative" in feedback.message
-    assert "float64" not in feedback.message and "Compute ω" not in feedback.message
+    fix_said = feedback.message.replace(ex.nb02._accounting(70000, 16), "")  # the accounting describes the code
+    assert "float64" not in fix_said and "Compute ω" not in feedback.message
     # the relative error it quotes is the one of the classmate's float32 ω (a few 1e-7), measured on the table
     quoted = float(re.search(r"off by a relative ([0-9.e+-]+?)\.?\s", feedback.message).group(1))
     i = torch.arange(0, 16, 2, dtype=torch.float32)

@@ -245,9 +245,11 @@ def _turn_halves(*views: torch.Tensor) -> None:
     worth of traffic (read ``x``, write ``out``; read ``out`` and ``x``, write ``out``) against
     clone's two. The whole-width pass goes first: it reads ``x`` from memory in one sequential
     sweep, and the half-width passes after it (rows of ``pairs`` elements, one in every two) find
-    it in the cache (:func:`chunks`). With the sin terms first, the half-width passes fetch ``x``
-    from memory half a row at a time: float32 ``x`` of 4×8×1024×64 took 2.42× clone's time that
-    way against 2.27× this way (two threads on a 2-core Xeon; 2.27× against 2.06× at one). The
+    it in the cache (:func:`chunks`). Float32 ``x`` of 4×8×1024×64 took 2.25–2.29× clone's time
+    this way against 2.45–2.48× with the sin terms first (two threads on a 2-core Xeon; 2.08–2.11×
+    against 2.19–2.22× at one), although on a run already in the cache the sin terms first are the
+    cheaper order (2.6× against 2.9× clone of the run): the gain is in how ``x`` is read from
+    memory, where the half-width passes would fetch it half a row at a time. The
     float32 scratch copy of a float16/bfloat16 input, already in the cache, goes through the same
     order, so that its result is the float32 rotation's, rounded once: the other order would be a
     little faster there, but the two orders do not give the same float32 bits (``addcmul_`` fuses

@@ -149,7 +149,7 @@ def _as_pairs(tables: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Ten
 #: so that the passes after the first over a run find it in the CPU's cache instead of memory: about
 #: this many elements of ``x`` per thread per run (512 KiB in float32). Tuned at two threads on a
 #: 2-core Xeon with 2 MiB of L2 cache per core (float32 half, x of 4×8×1024×64: 96K–192K per thread
-#: took 2.32–2.37× clone's time, 64K and 256K about 2.5×, 32K over 5×).
+#: took 2.32–2.37× clone's time, 64K and 256K about 2.5×; 32K, in the earlier kernel order, over 5×).
 CHUNK_ELEMENTS_PER_THREAD = 1 << 17
 
 
@@ -182,8 +182,9 @@ def rotate(x: torch.Tensor, tables: tuple[torch.Tensor, ...], layout: str, inver
     read from memory once and the result written back once, the other passes finding the run in
     the cache; the float16/bfloat16 runs are converted into two float32 scratch buffers of one
     run's size, reused run after run. A small tensor is one run: a decoding step pays nothing for
-    this. (Measured on a 2-core Xeon, one thread, ``x`` of 4×8×1024×64: float32 half from 2.9x to
-    2.3x clone's time, then 2.1x with :func:`_turn_halves`'s order; bfloat16 half from 8.9x to 5.5x.)
+    this. (Measured on a 2-core Xeon, one thread, CPU time, ``x`` of 4×8×1024×64, with the sin terms
+    first: float32 half from 2.9x to 2.3x clone's time, bfloat16 half from 8.9x to 5.5x. For today's
+    kernel order see :func:`_turn_halves`.)
 
     Under ``torch.compile`` (``"pairs"`` tables) both layouts are one out-of-place formula
     (:func:`rotate_fusable`) that Inductor fuses into a single loop with the conversions inside:
@@ -243,17 +244,20 @@ def _turn_halves(*views: torch.Tensor) -> None:
     tables ``[cos | cos], -sin, sin``. One multiply over the whole writes the cos terms into ``out``,
     then each half adds its sin term in place (no ``rotate_half`` copy): three kernels, five passes'
     worth of traffic (read ``x``, write ``out``; read ``out`` and ``x``, write ``out``) against
-    clone's two. The whole-width pass goes first: it reads ``x`` from memory in one sequential
-    sweep, and the half-width passes after it (rows of ``pairs`` elements, one in every two) find
-    it in the cache (:func:`chunks`). With the sin terms first, the half-width passes fetch ``x``
-    from memory half a row at a time: float32 ``x`` of 4×8×1024×64 took 2.42× clone's time that
-    way against 2.27× this way (two threads on a 2-core Xeon; 2.27× against 2.06× at one). The
+    clone's two. The whole-width pass goes first: it reads each row of ``x`` whole, and the
+    half-width passes after it (rows of ``pairs`` elements, one in every two) find
+    it in the cache (:func:`chunks`). Float32 ``x`` of 4×8×1024×64 took 2.25–2.29× clone's time
+    this way against 2.45–2.48× with the sin terms first (two threads on a 2-core Xeon; 2.08–2.11×
+    against 2.19–2.22× at one), although on a run already in the cache the sin terms first are the
+    cheaper order (2.6× against 2.9× clone of the run): the gain comes with the data going to and
+    from memory (reading ``x``, and writing ``out`` the first time, which the other order does
+    half a row at a time; the comparison does not separate the two). The
     float32 scratch copy of a float16/bfloat16 input, already in the cache, goes through the same
     order, so that its result is the float32 rotation's, rounded once: the other order would be a
     little faster there, but the two orders do not give the same float32 bits (``addcmul_`` fuses
     its product into the sum, and each order fuses a different product: a third of the elements
-    differ, by up to float32's epsilon times the pair's norm; rounded to bfloat16, 31 of 2.1 million
-    elements of a random ``x`` of 4×8×1024×64 differ, rounded to float16, 208).
+    differ, by up to float32's epsilon times the pair's norm; rounded to bfloat16, 31–43 of 2.1
+    million elements of a random ``x`` of 4×8×1024×64 differ, rounded to float16, 208–271).
     """
     x, a, b, out, out_a, out_b, multiplier, neg_sin, sin = views
     torch.mul(x, multiplier, out=out)

@@ -594,7 +594,12 @@ def _prediction_problem(predicted_error: object, max_len: int, d_model: int) -> 
 
 
 def _numpy_dtype(answer: object) -> torch.dtype | None:
-    """The torch dtype of a NumPy dtype or anything ``np.dtype`` reads as one (np.float32, 'f4', 'single'), else None."""
+    """The torch dtype of a NumPy dtype, a NumPy scalar type or a dtype's name (np.float32, 'f4', 'single'), else None.
+
+    Not a value: ``np.dtype`` also reads a NumPy number or array as its dtype (``np.float32(1.5)``), and a number is
+    no answer to "which dtype"."""
+    if not isinstance(answer, (np.dtype, str)) and not (isinstance(answer, type) and issubclass(answer, np.generic)):
+        return None
     try:
         return torch.from_numpy(np.zeros(0, dtype=np.dtype(cast(Any, answer)))).dtype
     except Exception:  # noqa: BLE001 - anything that is not a NumPy dtype

@@ -379,6 +379,9 @@ def test_the_lossy_dtype_is_accepted_in_any_ordinary_spelling(answer):
         (torch.float16, "no number in classmate_table"),
         ("float33", "answer with a dtype"),
         (3, "answer with a dtype"),
+        (np.float32(1.5), "answer with a dtype"),  # a float32 number, not the dtype (np.dtype reads it as one)
+        (np.float32("inf"), "answer with a dtype"),
+        (np.zeros(3, dtype=np.float32), "answer with a dtype"),
     ],
 )
 def test_the_find_the_line_half_is_checked(answer, words):

@@ -483,15 +483,17 @@ def _accounting(max_len: int, d_model: int, base: float = 10000.0) -> str:
         f"; the exponent {2 * i}/{d_model} is a float32 quotient too, off by {delta[i].item():.1e}, which the pow "
         f"multiplies by ln({base:g})"
         if delta[i] > 0
-        else ""
+        else f"; the exponent {2 * i}/{d_model} (a float32 quotient, the first float32 operation) is exact here, so "
+        "it does not round"
     )
     sharp, _ = _sharp_bounds(max_len, d_model, base)
     rad = f"{angle[i].item():,.0f}".replace(",", " ")
     return (
         "The code's accounting: pos and the angles are float64, so nothing rounds the angles, and pair 0's ω is "
-        f"exactly 1. ω_{i} comes out of two float32 operations, the pow ({powered[i].item():.3g}) and 1/x "
+        f"exactly 1. ω_{i} is rounded by two float32 operations, the pow ({powered[i].item():.3g}) and 1/x "
         f"({omega32[i].item():.3g}), each off by at most 2^-24 relative (half a spacing: {spacings} × 2^-24)"
-        f"{exponent_note}. Times the largest angle, {rad} rad (pair {i} at pos {max_len - 1}), that is "
+        f"{exponent_note}. Times the largest angle ω_{i} scales, {rad} rad (pair {i} at pos {max_len - 1}; pair 0's "
+        f"larger angle, {max_len - 1} rad, is exact), that is "
         f"{_derived_bound(max_len, d_model, base):.2g} ({sharp:.2g} with the spacings). If your derivation counted "
         "other roundings, check it against this."
     )
@@ -587,9 +589,9 @@ def _prediction_problem(predicted_error: object, max_len: int, d_model: int) -> 
             "float32 number be relatively, and which pair's angle at the last position does that scale the most?"
         ), ""
     return failed(
-        f"predicted_error = {value:.2g} is one float32 rounding (2^-24 or half a spacing, relative) of the number the "
-        "largest angle is made from, times that angle. That number comes out of more than one float32 operation: how "
-        "many, and how far can each one move it?"
+        f"predicted_error = {value:.2g} is below a rounding by every float32 operation that makes the number a "
+        "pair's angle scales (pair 0's is exactly 1). That number comes out of more than one float32 operation: how "
+        "many of them round it, and how far can each one move it?"
     ), ""
 
 

@@ -194,13 +194,17 @@ def test_every_passing_prediction_gets_the_codes_accounting(prediction):
     ):
         assert words in feedback.message, (words, feedback)
     assert "the pow (3.16) and 1/x (0.316)" in feedback.message and "22 136 rad" in feedback.message
+    # review 7: the angle it scales is pair 1's, not the table's largest (pair 0's, exact), and the exponent's
+    # division, the first float32 operation, is exact at d_model = 16
+    assert "largest angle ω_1 scales" in feedback.message and "69999 rad, is exact" in feedback.message
+    assert "exponent 2/16" in feedback.message and "is exact here" in feedback.message
 
 
 def test_the_one_operation_hint_does_not_call_it_an_angle_rounding():
     # review 6: "covers one float32 rounding of the largest angle ... rounds the number that angle is made from too"
     # sent a student who rounded ω once to add an angle rounding; both roundings are of ω_1
     feedback = ex.check_precision_fix(ONE, torch.float32, fixed_table)
-    assert not feedback.ok and "of the number the largest angle is made from" in feedback.message, feedback
+    assert not feedback.ok and "below a rounding by every float32 operation" in feedback.message, feedback
     assert "rounding of the largest angle" not in feedback.message and " too" not in feedback.message
 
 

@@ -148,8 +148,8 @@ def _as_pairs(tables: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Ten
 #: Eager kernels over a large tensor on the CPU go through it in runs of positions (:func:`chunks`),
 #: so that the passes after the first over a run find it in the CPU's cache instead of memory: about
 #: this many elements of ``x`` per thread per run (512 KiB in float32). Tuned at two threads on a
-#: 2-core Xeon with 2 MiB of L2 cache per core (float32 half, x of 4×8×1024×64: 96K–192K per thread
-#: took 2.32–2.37× clone's time, 64K and 256K about 2.5×; 32K, in the earlier kernel order, over 5×).
+#: 2-core Xeon with 2 MiB of L2 cache per core (float32 half, x of 4×8×1024×64: 128K–192K per thread
+#: took 2.24–2.27× clone's time, 96K 2.3×, 64K and 256K 2.5×, 32K 4.4×; ``python tools/rope_order.py --sizes``).
 CHUNK_ELEMENTS_PER_THREAD = 1 << 17
 
 
@@ -246,10 +246,11 @@ def _turn_halves(*views: torch.Tensor) -> None:
     worth of traffic (read ``x``, write ``out``; read ``out`` and ``x``, write ``out``) against
     clone's two. The whole-width pass goes first: it reads each row of ``x`` whole, and the
     half-width passes after it (rows of ``pairs`` elements, one in every two) find
-    it in the cache (:func:`chunks`). Float32 ``x`` of 4×8×1024×64 took 2.25–2.29× clone's time
-    this way against 2.45–2.48× with the sin terms first (two threads on a 2-core Xeon; 2.08–2.11×
-    against 2.19–2.22× at one), although on a run already in the cache the sin terms first are the
-    cheaper order (2.6× against 2.9× clone of the run): the gain comes with the data going to and
+    it in the cache (:func:`chunks`). Float32 ``x`` of 4×8×1024×64 took 2.28–2.31× clone's time
+    this way against 2.40–2.43× with the sin terms first (two threads on a 2-core Xeon; 2.09–2.12×
+    against 2.32–2.34× at one; ``python tools/rope_order.py``), although on a run already in the
+    cache the sin terms first are the cheaper order (2.6× against 3.1× clone of the run): the gain
+    comes with the data going to and
     from memory (reading ``x``, and writing ``out`` the first time, which the other order does
     half a row at a time; the comparison does not separate the two). The
     float32 scratch copy of a float16/bfloat16 input, already in the cache, goes through the same

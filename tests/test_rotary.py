@@ -796,6 +796,24 @@ def test_half_layout_runs_the_whole_width_multiply_first(monkeypatch, dtype):
         # one run or several: the float32 rotation, rounded once (the same order as float32's, so the same bits)
         assert torch.equal(apply_rope(x, layout="half"), apply_rope(x.float(), layout="half").to(dtype)), shape
         monkeypatch.undo()
+    if dtype == torch.float32:
+        return
+    # at full size the other order (sin terms first) rounds some elements differently, so the equality above can
+    # tell the orders apart there: the bfloat16/float16 path must run float32's order
+    from pe_lessons import _rope_fast
+
+    x = torch.randn(4, 8, 1024, 64, generator=torch.Generator().manual_seed(0)).to(dtype)
+    want = apply_rope(x.float(), layout="half")
+    assert torch.equal(apply_rope(x, layout="half"), want.to(dtype))
+    xf, other = x.float(), torch.empty(x.shape)
+    a, b = xf.chunk(2, -1)
+    cos, sin = _rope_fast.cos_sin(torch.arange(1024), rope_frequencies(64), 1.0, xf.device, torch.float32)
+    multiplier, neg_sin, sin = _rope_fast.layout_tables(cos, sin, "half")
+    torch.mul(b, neg_sin, out=other[..., :32])
+    torch.mul(a, sin, out=other[..., 32:])
+    other.addcmul_(xf, multiplier)
+    assert (other - want).abs().max() <= 2 * torch.finfo(torch.float32).eps * xf.abs().max()  # the same rotation
+    assert (other.to(dtype) != want.to(dtype)).sum() > 0  # but other bits, that the equality above would catch
 
 
 def test_chunks_cover_the_output_once_with_the_right_table_rows(monkeypatch):

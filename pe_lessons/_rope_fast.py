@@ -249,14 +249,13 @@ def _turn_halves(*views: torch.Tensor) -> None:
     it in the cache (:func:`chunks`). Float32 ``x`` of 4×8×1024×64 took 2.28–2.31× clone's time
     this way against 2.40–2.43× with the sin terms first (two threads on a 2-core Xeon; 2.09–2.12×
     against 2.32–2.34× at one; ``python tools/rope_order.py``), although on a run already in the
-    cache the sin terms first are the cheaper order (2.6× against 3.1× clone of the run): the gain
-    comes with the data going to and
-    from memory (reading ``x``, and writing ``out`` the first time, which the other order does
-    half a row at a time; the comparison does not separate the two). The
+    cache (one block, output allocated once) the sin terms first are the cheaper order (2.6× against
+    3.1× clone of the block): the gain needs the full-size call, whose ``x`` and fresh output each
+    run touches first (that comparison does not say which of them). The
     float32 scratch copy of a float16/bfloat16 input, already in the cache, goes through the same
     order, so that its result is the float32 rotation's, rounded once: the other order would be a
-    little faster there, but the two orders do not give the same float32 bits (``addcmul_`` fuses
-    its product into the sum, and each order fuses a different product: a third of the elements
+    little faster there, but the two orders do not give the same float32 bits (where ``addcmul_``
+    fuses its product into the sum, as on AVX2/AVX512, each order fuses a different product: a third of the elements
     differ, by up to float32's epsilon times the pair's norm; rounded to bfloat16, 31–43 of 2.1
     million elements of a random ``x`` of 4×8×1024×64 differ, rounded to float16, 208–271).
     """

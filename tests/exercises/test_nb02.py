@@ -160,6 +160,8 @@ def test_a_derived_bound_is_confirmed_with_the_measured_error_and_why_it_is_smal
         * 69999
         * 10000 ** (-2 / 16),  # 1.88e-3: pow 3.16 (0.63·2^-24), 1/x 0.316 (0.79·2^-24)
         69999 * 2 * 2**-26,  # 2.09e-3: half a spacing near ω, twice
+        69999 * 0.3 * 1.42 * 2**-24,  # 1.777e-3: the same with ω_1 rounded to 0.3 (review 8)
+        70000 * 0.3 * 1.4 * 2**-24,  # 1.75e-3
     ],
 )
 def test_the_spacing_rule_per_operation_is_a_sound_bound(prediction):

@@ -250,8 +250,9 @@ def _turn_halves(*views: torch.Tensor) -> None:
     this way against 2.40–2.43× with the sin terms first (two threads on a 2-core Xeon; 2.09–2.12×
     against 2.32–2.34× at one; ``python tools/rope_order.py``), although on a run already in the
     cache (one block, output allocated once) the sin terms first are the cheaper order (2.6× against
-    3.1× clone of the block): the gain needs the full-size call, whose ``x`` and fresh output each
-    run touches first (that comparison does not say which of them). The
+    3.1× clone of the block): the gain needs the full-size call. That comparison does not separate
+    its causes: reading ``x``, first writes to a fresh output (with their page faults), 32 strided
+    blocks per run against one. The
     float32 scratch copy of a float16/bfloat16 input, already in the cache, goes through the same
     order, so that its result is the float32 rotation's, rounded once: the other order would be a
     little faster there, but the two orders do not give the same float32 bits (where ``addcmul_``

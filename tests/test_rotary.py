@@ -814,7 +814,7 @@ def test_half_layout_runs_the_whole_width_multiply_first(monkeypatch, dtype):
     other.addcmul_(xf, multiplier)
     assert (other - want).abs().max() <= 2 * torch.finfo(torch.float32).eps * xf.abs().max()  # the same rotation
     if torch.equal(other, want):  # addcmul_ rounds its product apart here (ATEN_CPU_CAPABILITY=default): same bits
-        return
+        pytest.skip("the two kernel orders give the same float32 bits on this CPU: nothing to tell apart")
     assert (other.to(dtype) != want.to(dtype)).sum() > 0  # but other bits, that the equality above would catch
 
 

@@ -506,7 +506,7 @@ def _prediction_problem(predicted_error: object, max_len: int, d_model: int) -> 
     each operation's result, 1.88e-3 at d_model = 16, where ω_1 rounded to 0.3 lands at 0.95 of it; half the spacing
     near ω twice, 2.09e-3) up to 8 times :func:`_derived_bound` (2^-24 per operation: at d_model = 16 two roundings of
     ω_1, pow then 1/x, at the last position; three roundings, a 1-ulp pow, or ω ≤ 1 with float32's step near 1 stay
-    inside), and at least the measured error; or the measured error itself (within -5 % / +10 %: a student who
+    inside), and at least the measured error; or the measured error itself (within -5 % / +3 %: a student who
     computed the float32 ω).
     Rejected: anything below the measured error (not a bound); below the smallest one-operation bound (no derivation
     gives it); between that and the sharp bound ("more than one float32 operation": one operation's rounding, 2^-24 or
@@ -581,7 +581,7 @@ def _prediction_problem(predicted_error: object, max_len: int, d_model: int) -> 
             "operation (half a float32 spacing is below 2^-24 relative except at the bottom of a binade; a pow "
             f"off by one float32 step could give more). {why}"
         )
-    if value <= 1.1 * measured:
+    if value <= 1.03 * measured:  # (not wider: at d_model = 12 a two-rounding slip lands 10 % above it)
         return None, (
             f"Prediction {value:.2g}: close to the measured error itself — did you compute the float32 number? A "
             f"derivation gives a bound without running anything. {why}"

@@ -241,6 +241,10 @@ def test_the_prediction_messages_agree_with_each_other_where_omega_rounds_badly(
         bound = float(re.search(r"below ([0-9.e+-]+), the bound for the code as written", feedback.message).group(1))
         assert measured.item() <= bound <= 3 * one, feedback  # "below the bound" is true, and 3 roundings are sound
     assert "close to the measured error" in check(measured.item()).message
+    # review 9: forgetting the exponent's rounding with ω_1 rounded to 0.2 (1.67e-3, 10 % above the measured error)
+    # is a two-rounding slip, not the measured error
+    slip = 69999 * 0.2 * 2 * 2**-24
+    assert not check(slip).ok and "more than one float32 operation" in check(slip).message
 
 
 @pytest.mark.parametrize("d_model", [6, 8, 12, 16, 64])

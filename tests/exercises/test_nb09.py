@@ -73,14 +73,14 @@ def _good(q, k, table, max_distance):
     return q @ k.transpose(-1, -2) + table[buckets].permute(2, 0, 1)
 
 
-def _buggy(scaled, flipped):
+def _buggy(scaled, flipped, bidirectional=False):
     def fn(q, k, table, max_distance):
         seq = q.shape[1]
         relative = torch.arange(seq)[None, :] - torch.arange(seq)[:, None]
         if flipped:
             relative = -relative
         buckets = t5_relative_bucket(
-            relative, bidirectional=False, num_buckets=table.shape[0], max_distance=max_distance
+            relative, bidirectional=bidirectional, num_buckets=table.shape[0], max_distance=max_distance
         )
         dots = q @ k.transpose(-1, -2)
         return (dots / math.sqrt(q.shape[-1]) if scaled else dots) + table[buckets].permute(2, 0, 1)
@@ -103,18 +103,8 @@ def test_t5_scores_checker():
 
 
 def _bidirectional(scaled, flipped):
-    def fn(q, k, table, max_distance):
-        seq = q.shape[1]
-        relative = torch.arange(seq)[None, :] - torch.arange(seq)[:, None]
-        if flipped:
-            relative = -relative
-        buckets = t5_relative_bucket(
-            relative, bidirectional=True, num_buckets=table.shape[0], max_distance=max_distance
-        )
-        dots = q @ k.transpose(-1, -2)
-        return (dots / math.sqrt(q.shape[-1]) if scaled else dots) + table[buckets].permute(2, 0, 1)
-
-    return fn
+    """The encoder's (bidirectional) buckets, with or without the other slips."""
+    return _buggy(scaled, flipped, bidirectional=True)
 
 
 def test_t5_scores_checker_names_the_encoders_buckets():
